@@ -1,0 +1,175 @@
+package ndp
+
+import (
+	"fmt"
+	"time"
+)
+
+// Time is a point on the caller's monotonic clock, in nanoseconds. The
+// package never reads a clock: every entry point that needs time takes now.
+type Time int64
+
+// Addr is an NDP endpoint address: Ethernet and IPv4 address of the host
+// interface and the NDP-level port (not the UDP port).
+type Addr struct {
+	MAC  [6]byte
+	IP   [4]byte
+	Port uint16
+}
+
+// Config configures an Endpoint. The zero value of every field selects the
+// documented default; NewEndpoint fills defaults and validates.
+type Config struct {
+	LocalMAC [6]byte // required (zero MAC allowed for tests)
+	LocalIP  [4]byte // required (non-zero)
+
+	// UDPPort is the NDP service port (UDP destination port of every NDP
+	// frame, on both ends). Default DefaultPort.
+	UDPPort uint16
+	// MTU is the IPv4 MTU. Default 1500; 9000 for jumbo frames. Range
+	// [HeaderOverhead-14+64, 9216].
+	MTU int
+	// IW is the initial window: packets pushed without being pulled when a
+	// connection starts or after its sender marked LAST. Default 30 (paper).
+	// Range [1, 1024].
+	IW int
+	// RTO is the retransmission timeout for real loss. Default 1ms (the
+	// paper's maximum for a 400us worst-case RTT).
+	RTO time.Duration
+	// StallTimeout: when a sender has work queued but has received no
+	// PULL/ACK/NACK for this long, it sends one packet unsolicited as a
+	// probe (covers lost PULLs). Default 8*RTO.
+	StallTimeout time.Duration
+	// MaxRTORetries: consecutive RTO expiries without any feedback from the
+	// peer after which the connection fails with ErrTimeout. Default 10.
+	MaxRTORetries int
+	// Paths is the number of UDP source ports used as path entropy per
+	// connection. Default 8. Range [1, 256].
+	Paths int
+	// RecvBuffer is the per-connection receive buffer in bytes (flow
+	// control). Default 256 KiB. Minimum 2*MaxPayload(MTU).
+	RecvBuffer int
+	// SendBuffer is the per-connection send buffer in bytes. Default 256 KiB.
+	// Minimum MaxPayload(MTU).
+	SendBuffer int
+	// TimeWait is how long a finished connection's identity is remembered
+	// to reject replays and duplicates. Default 10ms (paper: MSL < 1ms).
+	TimeWait time.Duration
+	// MaxTimeWait bounds the time-wait table. When full, the oldest entry is
+	// evicted early (counted in Stats.TimeWaitEvicted). Default 4*MaxConns.
+	MaxTimeWait int
+	// MaxConns bounds the connection table. Default 1024. Range [1, 1<<20].
+	MaxConns int
+	// ListenReserve is the number of connection objects (with buffers)
+	// preallocated by Listen so that first-RTT packets open connections
+	// without allocating. Default min(64, MaxConns).
+	ListenReserve int
+	// ControlQueue bounds queued control frames (ACK/NACK/PULL/RESET)
+	// awaiting PollFrame. Overflow drops the frame (counted). Default 8192.
+	ControlQueue int
+	// Seed seeds the deterministic PRNG (path permutations, connection ids,
+	// initial sequence numbers). Zero is a valid seed.
+	Seed uint64
+}
+
+const (
+	defaultMTU        = 1500
+	defaultIW         = 30
+	defaultRTO        = time.Millisecond
+	defaultPaths      = 8
+	defaultBuffer     = 256 << 10
+	defaultTimeWait   = 10 * time.Millisecond
+	defaultMaxConns   = 1024
+	defaultCtlQueue   = 8192
+	defaultRTORetries = 10
+	maxMTU            = 9216
+	minMTU            = ipOverhead + 64
+	maxWindowPkts     = 1024 // per-direction sequence window (packets in flight)
+)
+
+func (c *Config) populate() {
+	if c.UDPPort == 0 {
+		c.UDPPort = DefaultPort
+	}
+	if c.MTU == 0 {
+		c.MTU = defaultMTU
+	}
+	if c.IW == 0 {
+		c.IW = defaultIW
+	}
+	if c.RTO == 0 {
+		c.RTO = defaultRTO
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = 8 * c.RTO
+	}
+	if c.MaxRTORetries == 0 {
+		c.MaxRTORetries = defaultRTORetries
+	}
+	if c.Paths == 0 {
+		c.Paths = defaultPaths
+	}
+	if c.RecvBuffer == 0 {
+		c.RecvBuffer = defaultBuffer
+	}
+	if c.SendBuffer == 0 {
+		c.SendBuffer = defaultBuffer
+	}
+	if c.TimeWait == 0 {
+		c.TimeWait = defaultTimeWait
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = defaultMaxConns
+	}
+	if c.MaxTimeWait == 0 {
+		c.MaxTimeWait = 4 * c.MaxConns
+	}
+	if c.ListenReserve == 0 {
+		c.ListenReserve = min(64, c.MaxConns)
+	}
+	if c.ControlQueue == 0 {
+		c.ControlQueue = defaultCtlQueue
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...)
+	}
+	switch {
+	case c.LocalIP == [4]byte{}:
+		return bad("LocalIP is required")
+	case c.MTU < minMTU || c.MTU > maxMTU:
+		return bad("MTU %d outside [%d, %d]", c.MTU, minMTU, maxMTU)
+	case c.IW < 1 || c.IW > maxWindowPkts:
+		return bad("IW %d outside [1, %d]", c.IW, maxWindowPkts)
+	case c.RTO < 0 || c.StallTimeout < 0 || c.TimeWait < 0:
+		return bad("negative duration")
+	case c.MaxRTORetries < 1:
+		return bad("MaxRTORetries %d < 1", c.MaxRTORetries)
+	case c.Paths < 1 || c.Paths > 256:
+		return bad("Paths %d outside [1, 256]", c.Paths)
+	case c.RecvBuffer < 2*MaxPayload(c.MTU):
+		return bad("RecvBuffer %d < 2*MaxPayload(MTU)=%d", c.RecvBuffer, 2*MaxPayload(c.MTU))
+	case c.SendBuffer < MaxPayload(c.MTU):
+		return bad("SendBuffer %d < MaxPayload(MTU)=%d", c.SendBuffer, MaxPayload(c.MTU))
+	case c.MaxConns < 1 || c.MaxConns > 1<<20:
+		return bad("MaxConns %d outside [1, 1<<20]", c.MaxConns)
+	case c.MaxTimeWait < 1:
+		return bad("MaxTimeWait %d < 1", c.MaxTimeWait)
+	case c.ListenReserve < 0 || c.ListenReserve > c.MaxConns:
+		return bad("ListenReserve %d outside [0, MaxConns]", c.ListenReserve)
+	case c.ControlQueue < 16:
+		return bad("ControlQueue %d < 16", c.ControlQueue)
+	}
+	return nil
+}
+
+// DialOptions are per-connection options given to Dial.
+type DialOptions struct {
+	LocalPort uint16 // 0 = ephemeral
+	Size      int64  // D3 size hint in bytes (0 = none)
+	Deadline  Time   // D3 deadline, absolute on the dialer's clock (0 = none); relative on the wire
+	Priority  uint8  // 0 = normal; >0 = strict priority class
+	Paced     bool   // ask the host's edge pacer to pace pushed packets
+}

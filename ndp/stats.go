@@ -1,0 +1,36 @@
+package ndp
+
+// Stats are cumulative counters of an Endpoint. They are plain integers
+// updated by the single goroutine that owns the Endpoint.
+type Stats struct {
+	FramesIn, FramesOut uint64
+	DataIn, DataOut     uint64 // untrimmed DATA frames received / sent (including retransmissions)
+	BytesIn, BytesOut   uint64 // payload bytes of DATA frames
+	PushedOut           uint64 // DATA sent unsolicited (first RTT, after LAST, RTO, probes)
+	PulledOut           uint64 // DATA sent in answer to PULLs
+	AcksIn, AcksOut     uint64
+	NacksIn, NacksOut   uint64
+	PullsIn, PullsOut   uint64 // PULL frames
+	ResetsIn, ResetsOut uint64
+	TrimmedIn           uint64 // trimmed headers received (receiver side)
+	BouncedIn           uint64 // own headers returned by a switch
+	BouncedResent       uint64 // bounced headers resent at once (return-to-sender rule)
+	Retransmits         uint64 // DATA retransmissions (any cause)
+	RTOFires            uint64 // packets declared lost by the RTO
+	StallProbes         uint64 // unsolicited probes after StallTimeout
+	DuplicatesIn        uint64 // DATA already received (re-ACKed)
+	NoBufferNacks       uint64 // DATA NACKed because the receive buffer was full
+	Malformed           uint64 // frames rejected by ParseFrame
+	WrongPort           uint64 // valid frames for another UDP port or IP
+	UnknownConn         uint64 // frames for no connection and no time-wait entry
+	TimeWaitRejects     uint64 // frames for connections in time-wait
+	TimeWaitEvicted     uint64 // time-wait entries evicted early (table full)
+	Refused             uint64 // SYNs refused (no listener / table full)
+	ControlDrops        uint64 // control frames dropped: control queue full
+	OutOfWindow         uint64 // DATA outside the receive sequence window
+	PathsExcluded       uint64 // path exclusions by the scoreboard
+	ConnsOpened         uint64
+	ConnsClosed         uint64
+	ConnsActive         int
+	TimeWaitActive      int
+}
