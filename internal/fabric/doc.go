@@ -4,17 +4,17 @@
 //
 // One Port models one switch output port (NDP paper section 3.1, Figure 3):
 //
-//	             arrival
-//	                │
-//	     data frame │ header / ACK / NACK / PULL / trimmed / bounced
-//	        ┌───────┴─────────────────────────────┐
-//	        ▼                                     ▼
-//	  data queue (8 pkts)   full? trim  ───▶  header queue (bytes)
-//	  trim arrival or tail, p = 1/2 each       full? return to sender
-//	        │                                     │     (trimmed data headers only)
-//	        └──────────── WRR: 10 headers : 1 data ┘
-//	                           │
-//	                      Dequeue(now) ──▶ link
+//	           arrival
+//	              │
+//	   data frame │ header / ACK / NACK / PULL / trimmed / bounced
+//	      ┌───────┴─────────────────────────────┐
+//	      ▼                                     ▼
+//	data queue (8 pkts)   full? trim  ───▶  header queue (bytes)
+//	trim arrival or tail, p = 1/2 each       full? return to sender
+//	      │                                     │     (trimmed data headers only)
+//	      └──────────── WRR: 10 headers : 1 data ┘
+//	                         │
+//	                    Dequeue(now) ──▶ link
 //
 // Frames are the caller's byte slices; a Port queues them without copying and modifies
 // them in place when it trims (ndp.TrimFrame), bounces (ndp.BounceFrame) or marks them
