@@ -1,0 +1,53 @@
+// Package pullpacer is the receiver's pull queue and pacing clock, and the sender's
+// edge pacer, for ndpstack's NDP transport.
+//
+// # Pull queue (sans-IO)
+//
+// An NDP receiver owes its sender one PULL for every data packet or trimmed header that
+// arrives (NDP paper, section 3.2). All connections of one host interface share one
+// PullQueue, which decides which connection's PULL leaves next and when:
+//
+//	ndp.Event{EventPulls, h, Count}   --Add(h, Count)------> pending[h] += Count
+//	ndp.Event{EventDropPulls, h}      --Drop(h)------------> pending[h] = 0 (LAST seen)
+//	hints (Priority, Size, Deadline)  --SetFlow(h, f, now)-> class / D3 deadline flow
+//	bytes delivered so far            --Progress(h, n)-----> D3 remaining size
+//	connection gone                   --Remove(h)
+//	Next(now) -> h, true   when a pull is due: the caller sends a PULL for h
+//	NextAt()  -> t         when to call Next again
+//	PollQuenched() -> h    D3 says h cannot make its deadline: fail it fast
+//
+// Pulls are counts per connection, not queue entries, so 10,000 connections with any
+// backlog cost a fixed table. Releases are spaced PullBytes x 8 / (Gamma x LinkRate)
+// apart, so the data they elicit arrives at Gamma times the link rate (HULL-style
+// headroom keeps the downlink queue empty). If the caller comes back late (a stall), at
+// most MaxBurst pulls go back to back and the remaining missed slots are dropped, not
+// bunched. Which connection is served depends on the Policy: round robin (fair, and a
+// sender-limited connection never wastes slots because it is only in the round while
+// it has pulls), strict priority classes, or D3 deadline allocation with weighted fair
+// queuing (deadline.go). The same code runs in the simulator, which calls Next at
+// NextAt on its virtual clock.
+//
+// # Pacing clock
+//
+// A Pacer wraps one PullQueue in a goroutine locked to its OS thread and optionally
+// pinned to a CPU:
+//
+//	core loop --Enqueue([]Request)--> request ring (SPSC) --> pacing thread
+//	                                                           | owns the PullQueue
+//	                                                           | spins on the clock,
+//	                                                           | Next(now) when due
+//	transmit  <--Poll([]Release)----- release ring (SPSC) <----+
+//
+// The core loop is the only producer of requests and the transmit side (usually the
+// same core loop) the only consumer of releases; neither side ever takes a lock.
+// While pulls are queued the thread spins on the vDSO monotonic clock; when the queue
+// has been empty for SpinBeforePark it parks in futex(2) (or on a channel) and
+// Enqueue wakes it with one syscall, so an idle host burns no core. When the next
+// release is far away (slow links) it sleeps until just before it.
+//
+// # Edge pacer
+//
+// TokenBucket is the sender-side pacer for pushed, unsolicited packets (first-RTT
+// windows, data after LAST) of connections or hosts that ask for pacing (HULL section
+// 4): Allow(now, bytes) and NextAllowed(now, bytes), sans-IO.
+package pullpacer
