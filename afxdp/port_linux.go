@@ -1,0 +1,234 @@
+package afxdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Port is the NIC side of one interface: the UMEM, one AF_XDP socket (Queue)
+// per configured queue, and the steering program that sends the NDP UDP port
+// to those sockets.
+//
+// Open must run on a thread inside the interface's network namespace (the
+// interface is looked up, and the program attached, in the calling thread's
+// namespace); afterwards the Port may be used from any goroutine, one at a
+// time (single owner).
+type Port struct {
+	cfg     Config
+	ifindex int
+	umem    *UMEM
+	queues  []*Queue
+	steer   *steering
+	log     *zap.Logger
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Info describes what Open actually set up.
+type Info struct {
+	Interface   string
+	Ifindex     int
+	Queues      []int
+	ZeroCopy    bool       // sockets bound in zero-copy mode
+	Attach      AttachMode // AttachNative or AttachGeneric
+	NeedWakeup  bool
+	TxSkbBudget int // requested XDP_MAX_TX_SKB_BUDGET (0: left at the kernel default)
+	UDPPort     uint16
+}
+
+// Open creates the UMEM, binds one socket per queue (the first registers
+// the UMEM, the others share it with XDP_SHARED_UMEM), loads the steering
+// program with its XSKMAP, registers the sockets and attaches the program
+// through a bpf_link. On any error everything created so far is released.
+func Open(cfg Config) (*Port, error) {
+	cfg.Queues = append([]int(nil), cfg.Queues...)
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ifc, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q in this network namespace: %v", ErrNoInterface, cfg.Interface, err)
+	}
+	maxQ := 0
+	for _, q := range cfg.Queues {
+		maxQ = max(maxQ, q)
+	}
+	if n, ok := rxQueueCount(cfg.Interface); ok && maxQ >= n {
+		return nil, fmt.Errorf("%w: queue %d on %s, which has %d RX queues (ethtool -l %s)", ErrQueueRange, maxQ, cfg.Interface, n, cfg.Interface)
+	}
+	p := &Port{cfg: cfg, ifindex: ifc.Index, log: cfg.Logger}
+	p.umem, err = newUMEM(cfg.NumFrames, cfg.FrameSize, cfg.Headroom)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(cfg.BindRetry)
+	setup := queueSetup{
+		iface:        cfg.Interface,
+		ifindex:      ifc.Index,
+		ringSize:     uint32(cfg.RingSize),
+		bind:         cfg.Bind,
+		needWakeup:   !cfg.DisableNeedWakeup,
+		txBudget:     cfg.TxSkbBudget,
+		sharedFD:     -1,
+		bindDeadline: deadline,
+	}
+	for i, qid := range cfg.Queues {
+		setup.queue = qid
+		q, err := p.openQueue(setup)
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+		p.queues = append(p.queues, q)
+		if i == 0 {
+			setup.sharedFD = q.fd
+		}
+	}
+	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, cfg.Attach)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	for _, q := range p.queues {
+		if err := p.steer.register(q.id, q.fd); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("afxdp: register queue %d socket in XSKMAP: %w", q.id, err)
+		}
+	}
+	p.log.Info("afxdp port open",
+		zap.String("iface", cfg.Interface), zap.Ints("queues", cfg.Queues),
+		zap.Bool("zerocopy", p.queues[0].zc), zap.Stringer("attach", p.steer.mode),
+		zap.Uint16("udp_port", cfg.UDPPort), zap.Int("frames", cfg.NumFrames), zap.Int("frame_size", cfg.FrameSize))
+	return p, nil
+}
+
+// openQueue binds one socket, trying zero-copy first in BindAuto mode: a
+// failed zero-copy bind leaves the socket unusable, so the copy-mode attempt
+// starts from a fresh socket (the UMEM memory is registered again).
+func (p *Port) openQueue(s queueSetup) (*Queue, error) {
+	if s.sharedFD >= 0 || s.bind != BindAuto {
+		return p.openQueueNeedWakeupFallback(s)
+	}
+	s.bind = BindZeroCopy
+	q, err := p.openQueueNeedWakeupFallback(s)
+	if err == nil || !errors.Is(err, ErrZeroCopyUnsupported) {
+		return q, err
+	}
+	p.log.Debug("zero-copy unsupported, binding in copy mode", zap.String("iface", s.iface), zap.Int("queue", s.queue))
+	s.bind = BindCopy
+	return p.openQueueNeedWakeupFallback(s)
+}
+
+// openQueueNeedWakeupFallback retries without XDP_USE_NEED_WAKEUP on kernels
+// older than 5.4, which reject the flag with EINVAL.
+func (p *Port) openQueueNeedWakeupFallback(s queueSetup) (*Queue, error) {
+	q, err := newQueue(p.umem, s)
+	var se *SyscallError
+	if err != nil && s.needWakeup && s.sharedFD < 0 && errors.As(err, &se) && se.Op == "bind AF_XDP socket" && se.Sentinel == nil {
+		s.needWakeup = false
+		if q2, err2 := newQueue(p.umem, s); err2 == nil {
+			p.log.Info("kernel rejected need_wakeup; every transmit will make a sendto", zap.String("iface", s.iface))
+			return q2, nil
+		}
+	}
+	if err != nil {
+		// The failed socket's fill ring took frames from the free list;
+		// its rings are gone, so return them.
+		p.reclaimFill()
+	}
+	return q, err
+}
+
+// reclaimFill returns to the free list every frame marked as on a fill
+// ring that belongs to no open queue. Used after a failed bind attempt,
+// before any frame moved on.
+func (p *Port) reclaimFill() {
+	if len(p.queues) > 0 {
+		// Frames on the live queues' fill rings cannot be told apart from
+		// the failed socket's; only the first socket can fail before any
+		// queue is open (later ones share and do not retry).
+		return
+	}
+	led := p.umem.ledger
+	for i, o := range led.owner {
+		if o == OwnerFill {
+			_ = led.push("reclaim", uint32(i), OwnerFill)
+		}
+	}
+}
+
+// UMEM is the shared frame area.
+func (p *Port) UMEM() *UMEM { return p.umem }
+
+// Queues are the bound sockets, in Config.Queues order.
+func (p *Port) Queues() []*Queue { return p.queues }
+
+// Queue returns the socket bound to queue id, or nil.
+func (p *Port) Queue(id int) *Queue {
+	for _, q := range p.queues {
+		if q.id == id {
+			return q
+		}
+	}
+	return nil
+}
+
+// Info reports the modes Open settled on.
+func (p *Port) Info() Info {
+	in := Info{
+		Interface:  p.cfg.Interface,
+		Ifindex:    p.ifindex,
+		Queues:     append([]int(nil), p.cfg.Queues...),
+		ZeroCopy:   len(p.queues) > 0 && p.queues[0].zc,
+		NeedWakeup: len(p.queues) > 0 && p.queues[0].wakeup,
+		UDPPort:    p.cfg.UDPPort,
+	}
+	if p.cfg.TxSkbBudget > 0 {
+		in.TxSkbBudget = p.cfg.TxSkbBudget
+	}
+	if p.steer != nil {
+		in.Attach = p.steer.mode
+	}
+	return in
+}
+
+// Stats returns every queue's counters.
+func (p *Port) Stats() ([]QueueStats, error) {
+	out := make([]QueueStats, 0, len(p.queues))
+	for _, q := range p.queues {
+		s, err := q.Stats()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Close detaches the program (closing the bpf_link), closes the sockets and
+// unmaps the UMEM. Frames and slices obtained from the Port are invalid
+// afterwards. Close is idempotent.
+func (p *Port) Close() error {
+	p.closeOnce.Do(func() {
+		var errs []error
+		if p.steer != nil {
+			errs = append(errs, p.steer.close())
+		}
+		for _, q := range p.queues {
+			errs = append(errs, q.close())
+		}
+		if p.umem != nil {
+			errs = append(errs, p.umem.close())
+		}
+		p.closeErr = errors.Join(errs...)
+		p.log.Info("afxdp port closed", zap.String("iface", p.cfg.Interface))
+	})
+	return p.closeErr
+}

@@ -1,0 +1,90 @@
+package testbed
+
+import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPairKernelUDP(t *testing.T) {
+	tb := NewT(t)
+	p, err := tb.NewPair(VethConfig{MTU: 1400, Queues: 2, NoRxChecksum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []Link{p.Veth.A, p.Veth.B} {
+		if len(l.Name) > 15 || !strings.HasPrefix(l.Name, "v") || l.Index == 0 || len(l.MAC) != 6 {
+			t.Fatalf("bad link %+v", l)
+		}
+		out, err := l.NS.Run("link", "show", "dev", l.Name)
+		if err != nil || !strings.Contains(out, "mtu 1400") || !strings.Contains(out, "UP") {
+			t.Fatalf("link %s: %v %q", l.Name, err, out)
+		}
+	}
+	var srv *net.UDPConn
+	if err := p.B.Do(func() (err error) {
+		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: p.Veth.B.Addr.Addr().AsSlice(), Port: 7001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var cli *net.UDPConn
+	if err := p.A.Do(func() (err error) {
+		cli, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: p.Veth.B.Addr.Addr().AsSlice(), Port: 7001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, _, err := srv.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read %q %v", buf[:n], err)
+	}
+	// The namespaces carry the pid and vanish on Close.
+	names := []string{p.A.Name, p.B.Name}
+	for _, n := range names {
+		if !strings.Contains(n, "ndp"+strconv.Itoa(os.Getpid())) {
+			t.Fatalf("namespace %s lacks the pid", n)
+		}
+	}
+	if err := tb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if _, err := os.Stat("/run/netns/" + n); !os.IsNotExist(err) {
+			t.Fatalf("namespace %s still exists after Close: %v", n, err)
+		}
+	}
+}
+
+func TestDoRestoresNamespace(t *testing.T) {
+	tb := NewT(t)
+	ns, err := tb.NewNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Readlink("/proc/thread-self/ns/net")
+	var inside string
+	if err := ns.Do(func() error {
+		inside, _ = os.Readlink("/proc/thread-self/ns/net")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if inside == before {
+		t.Fatalf("Do did not enter the namespace (%s)", inside)
+	}
+	after, _ := os.Readlink("/proc/thread-self/ns/net")
+	if after != before {
+		t.Fatalf("namespace not restored: %s then %s", before, after)
+	}
+}
