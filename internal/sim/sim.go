@@ -73,11 +73,11 @@ func (s *Sim) Run(limit ndp.Time, done func() bool) bool {
 		if done != nil && done() {
 			return true
 		}
-		e := heap.Pop(&s.events).(event)
-		if e.at > limit {
+		if s.events[0].at > limit {
 			s.now = limit
 			return done != nil && done()
 		}
+		e := heap.Pop(&s.events).(event)
 		s.now = e.at
 		s.steps++
 		e.fn()
