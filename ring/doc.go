@@ -8,21 +8,21 @@
 //
 // # What lives where
 //
-//	        application process                       ndpd (core loop goroutine)
-//	  ┌───────────────────────────┐  region memfd   ┌──────────────────────────────┐
-//	  │ AppEnd                    │ (sealed, one    │ DaemonEnd                    │
-//	  │  Cmd         Producer ────┼─ per app) ─────▶│  Cmd         Consumer        │
-//	  │  Events      Consumer ◀───┼─────────────────┤  Events      Producer        │
-//	  │  Completions Consumer ◀───┼── TX frames back┤  Completions Producer        │
-//	  │  Releases    Producer ────┼── RX frames back▶  Releases    Consumer        │
-//	  │  Sockets[s].TX  Producer ─┼────────────────▶│  Sockets[s].TX  Consumer     │
-//	  │  Sockets[s].RTX Producer ─┼────────────────▶│  Sockets[s].RTX Consumer     │
-//	  │  Sockets[s].RX  Consumer ◀┼─────────────────┤  Sockets[s].RX  Producer     │
-//	  │  FrameStack (own TX part.)│                 │  Pool (ledger, private mem)  │
-//	  └─────────────┬─────────────┘                 └──────────────┬───────────────┘
-//	                └──────── buffer area memfd (the afxdp UMEM) ──┘
-//	                 frames [0, DaemonFrames): daemon partition (RX, lent to apps)
-//	                 then one TX partition of AppFrames frames per application
+//	      application process                       ndpd (core loop goroutine)
+//	┌───────────────────────────┐  region memfd   ┌──────────────────────────────┐
+//	│ AppEnd                    │ (sealed, one    │ DaemonEnd                    │
+//	│  Cmd         Producer ────┼─ per app) ─────▶│  Cmd         Consumer        │
+//	│  Events      Consumer ◀───┼─────────────────┤  Events      Producer        │
+//	│  Completions Consumer ◀───┼── TX frames back┤  Completions Producer        │
+//	│  Releases    Producer ────┼── RX frames back▶  Releases    Consumer        │
+//	│  Sockets[s].TX  Producer ─┼────────────────▶│  Sockets[s].TX  Consumer     │
+//	│  Sockets[s].RTX Producer ─┼────────────────▶│  Sockets[s].RTX Consumer     │
+//	│  Sockets[s].RX  Consumer ◀┼─────────────────┤  Sockets[s].RX  Producer     │
+//	│  FrameStack (own TX part.)│                 │  Pool (ledger, private mem)  │
+//	└─────────────┬─────────────┘                 └──────────────┬───────────────┘
+//	              └──────── buffer area memfd (the afxdp UMEM) ──┘
+//	               frames [0, DaemonFrames): daemon partition (RX, lent to apps)
+//	               then one TX partition of AppFrames frames per application
 //
 // # Setting up (daemon)
 //
