@@ -1,43 +1,628 @@
 package ndp
 
-import "errors"
+import (
+	"encoding/binary"
+	"io"
+)
 
-// errNotImplemented marks skeleton entry points that are not written yet.
-// It is removed once the Endpoint is implemented.
-var errNotImplemented = errors.New("ndp: endpoint not implemented yet")
-
-// Endpoint is the NDP protocol state of one host interface.
+// Endpoint is the NDP protocol state of one host interface: connection
+// table, per-connection sender/receiver state, time-wait, control queue,
+// ready queues, timers and events. It is not safe for concurrent use: one
+// goroutine (the engine's core thread, or the simulator) owns it.
 type Endpoint struct {
-	cfg   Config
-	stats Stats
+	cfg     Config
+	mss     int
+	localIP uint32
+	rng     rng
+
+	conns     []*conn // slot -> conn (nil = free slot)
+	gens      []uint32
+	freeSlots []int32
+	pool      []*conn // free conn objects with their buffers
+	nActive   int
+
+	table     keyTable // connKey -> slot
+	tw        TimeWait
+	listening []uint64 // bitmap of listened NDP ports
+
+	ctl                  ctlQueue
+	pullQ, freeQ, pacedQ connRing
+	events               eventRing
+	timers               timerHeap
+
+	nextEphemeral uint16
+	now           Time  // latest time passed in by the caller
+	f             Frame // scratch for HandleFrame
+	stats         Stats
 }
 
-// NewEndpoint validates cfg (after filling defaults) and returns an Endpoint.
+// NewEndpoint fills defaults into cfg, validates it and returns an Endpoint.
 func NewEndpoint(cfg Config) (*Endpoint, error) {
 	cfg.populate()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Endpoint{cfg: cfg}, nil
+	e := &Endpoint{
+		cfg:           cfg,
+		mss:           MaxPayload(cfg.MTU),
+		localIP:       binary.BigEndian.Uint32(cfg.LocalIP[:]),
+		rng:           rng{s: cfg.Seed},
+		conns:         make([]*conn, 0, cfg.MaxConns),
+		gens:          make([]uint32, 0, cfg.MaxConns),
+		freeSlots:     make([]int32, 0, cfg.MaxConns),
+		pool:          make([]*conn, 0, cfg.MaxConns),
+		table:         newKeyTable(cfg.MaxConns),
+		tw:            newTimeWait(cfg.MaxTimeWait),
+		listening:     make([]uint64, 65536/64),
+		ctl:           ctlQueue{buf: make([]ctlFrame, cfg.ControlQueue)},
+		pullQ:         newConnRing(cfg.MaxConns),
+		freeQ:         newConnRing(cfg.MaxConns),
+		pacedQ:        newConnRing(cfg.MaxConns),
+		events:        eventRing{buf: make([]evEntry, 1024)},
+		nextEphemeral: 49152,
+	}
+	e.timers = timerHeap{idx: make([]int32, 0, cfg.MaxConns), conns: &e.conns}
+	return e, nil
 }
 
-func (e *Endpoint) Listen(port uint16) error { return errNotImplemented }
-func (e *Endpoint) Unlisten(port uint16)     {}
+// Config returns the effective configuration (defaults filled).
+func (e *Endpoint) Config() Config { return e.cfg }
+
+// MSS returns the largest payload per packet.
+func (e *Endpoint) MSS() int { return e.mss }
+
+// ---- connection slots and pool ----
+
+func (e *Endpoint) reserve(n int) {
+	for len(e.pool) < n && len(e.pool)+e.nActive < e.cfg.MaxConns {
+		e.pool = append(e.pool, newConn(&e.cfg))
+	}
+}
+
+func (e *Endpoint) allocConn() (*conn, error) {
+	if e.nActive >= e.cfg.MaxConns {
+		return nil, ErrTooManyConns
+	}
+	var idx int32
+	if n := len(e.freeSlots); n > 0 {
+		idx = e.freeSlots[n-1]
+		e.freeSlots = e.freeSlots[:n-1]
+	} else {
+		idx = int32(len(e.conns))
+		e.conns = append(e.conns, nil)
+		e.gens = append(e.gens, 1)
+	}
+	var c *conn
+	if n := len(e.pool); n > 0 {
+		c = e.pool[n-1]
+		e.pool = e.pool[:n-1]
+		c.reset()
+	} else {
+		c = newConn(&e.cfg)
+	}
+	c.idx, c.gen = idx, e.gens[idx]
+	e.conns[idx] = c
+	e.nActive++
+	c.entropy = uint16(e.rng.next())
+	return c, nil
+}
+
+// freeConn releases c's slot. If c still sits in a ready queue the slot is
+// recycled when the queue pops it (dead marks it).
+func (e *Endpoint) freeConn(c *conn) {
+	if c.inTable {
+		e.table.del(c.key)
+		c.inTable = false
+	}
+	c.timerAt = 0
+	e.timers.set(c)
+	c.released, c.closed = true, true
+	if c.inPullQ || c.inFreeQ || c.inPacedQ {
+		return // finished by recycle() when popped
+	}
+	e.recycle(c)
+}
+
+func (e *Endpoint) recycle(c *conn) {
+	if e.conns[c.idx] != c {
+		return
+	}
+	e.conns[c.idx] = nil
+	e.gens[c.idx]++
+	if e.gens[c.idx] == 0 {
+		e.gens[c.idx] = 1
+	}
+	e.freeSlots = append(e.freeSlots, c.idx)
+	e.pool = append(e.pool, c)
+	e.nActive--
+}
+
+// conn returns the live, unreleased connection named by h.
+func (e *Endpoint) conn(h Handle) *conn {
+	i := h.index()
+	if i < 0 || int(i) >= len(e.conns) {
+		return nil
+	}
+	c := e.conns[i]
+	if c == nil || c.gen != h.gen() || c.released {
+		return nil
+	}
+	return c
+}
+
+func (e *Endpoint) isListening(p uint16) bool { return e.listening[p/64]&(1<<(p%64)) != 0 }
+
+// ---- application API ----
+
+// Listen accepts connections on NDP port port and preallocates
+// Config.ListenReserve connection objects so that first-RTT packets open
+// connections without allocating.
+func (e *Endpoint) Listen(port uint16) error {
+	if port == 0 {
+		return ErrInvalidConfig
+	}
+	if e.isListening(port) {
+		return ErrPortInUse
+	}
+	e.listening[port/64] |= 1 << (port % 64)
+	e.reserve(e.cfg.ListenReserve)
+	return nil
+}
+
+// Unlisten stops accepting on port; established connections are unaffected.
+func (e *Endpoint) Unlisten(port uint16) { e.listening[port/64] &^= 1 << (port % 64) }
+
+// Dial registers a connection to remote. Nothing is sent until data (or
+// CloseWrite) is queued: the first IW packets are then pushed at once,
+// each carrying SYN (zero-RTT open).
 func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error) {
-	return 0, errNotImplemented
+	e.now = max(e.now, now)
+	if remote.IP == [4]byte{} || remote.Port == 0 {
+		return 0, ErrInvalidConfig
+	}
+	c, err := e.allocConn()
+	if err != nil {
+		return 0, err
+	}
+	lport := opts.LocalPort
+	if lport == 0 {
+		lport = e.ephemeral()
+	}
+	rip := binary.BigEndian.Uint32(remote.IP[:])
+	for {
+		id := uint32(e.rng.next())
+		if id == 0 {
+			continue
+		}
+		k := connKey{remoteIP: rip, remotePort: remote.Port, localPort: lport, connID: id}
+		if _, used := e.table.get(k); used {
+			continue
+		}
+		if _, tw := e.tw.lookup(k); tw {
+			continue
+		}
+		c.key = k
+		break
+	}
+	c.remote = remote
+	c.dialer = true
+	c.prio, c.flowSize, c.deadline, c.paced = opts.Priority, opts.Size, opts.Deadline, opts.Paced
+	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
+	c.snd.lastActivity = now
+	e.table.put(c.key, c.idx)
+	c.inTable = true
+	e.stats.ConnsOpened++
+	return c.handle(), nil
 }
-func (e *Endpoint) Write(h Handle, p []byte, now Time) (int, error) { return 0, errNotImplemented }
-func (e *Endpoint) CloseWrite(h Handle, now Time) error             { return errNotImplemented }
-func (e *Endpoint) Read(h Handle, p []byte) (int, error)            { return 0, errNotImplemented }
-func (e *Endpoint) Abort(h Handle, now Time)                        {}
-func (e *Endpoint) Quench(h Handle, now Time)                       {}
-func (e *Endpoint) Release(h Handle)                                {}
-func (e *Endpoint) HandleFrame(b []byte, now Time) error            { return errNotImplemented }
-func (e *Endpoint) PullReleased(h Handle, now Time)                 {}
-func (e *Endpoint) PollFrame(b []byte, now Time, allowPush bool) (n int, pushed bool) {
-	return 0, false
+
+func (e *Endpoint) ephemeral() uint16 {
+	for {
+		p := e.nextEphemeral
+		e.nextEphemeral++
+		if e.nextEphemeral == 0 {
+			e.nextEphemeral = 49152
+		}
+		if !e.isListening(p) {
+			return p
+		}
+	}
 }
-func (e *Endpoint) PollEvent() (Event, bool) { return Event{}, false }
-func (e *Endpoint) NextTimer() (Time, bool)  { return 0, false }
-func (e *Endpoint) HandleTimers(now Time)    {}
-func (e *Endpoint) Stats() Stats             { return e.stats }
+
+// Write copies p into h's send buffer and returns how much fit (a short
+// count means the buffer is full: wait for EventWritable).
+func (e *Endpoint) Write(h Handle, p []byte, now Time) (int, error) {
+	e.now = max(e.now, now)
+	c := e.conn(h)
+	if c == nil {
+		return 0, ErrInvalidHandle
+	}
+	if c.closed {
+		if c.closeErr != nil {
+			return 0, c.closeErr
+		}
+		return 0, ErrClosed
+	}
+	if c.snd.finQueued {
+		return 0, ErrClosed
+	}
+	n := c.snd.write(p)
+	if n > 0 {
+		e.dataQueued(c, now)
+	}
+	if n < len(p) {
+		c.writeBlocked = true
+	}
+	return n, nil
+}
+
+// CloseWrite queues a FIN after the data already written.
+func (e *Endpoint) CloseWrite(h Handle, now Time) error {
+	e.now = max(e.now, now)
+	c := e.conn(h)
+	if c == nil {
+		return ErrInvalidHandle
+	}
+	if c.closed {
+		if c.closeErr != nil {
+			return c.closeErr
+		}
+		return nil
+	}
+	if !c.snd.finQueued {
+		c.snd.finQueued = true
+		e.dataQueued(c, now)
+	}
+	return nil
+}
+
+// dataQueued: new data (or FIN) is available to send. After LAST went out
+// the peer dropped our pulls, so the new data gets a fresh push window.
+func (e *Endpoint) dataQueued(c *conn, now Time) {
+	s := &c.snd
+	if s.lastSent {
+		s.lastSent = false
+		s.pushCredit = e.cfg.IW
+	}
+	if s.una == s.nxtSeq { // idle before: restart the stall clock
+		s.lastActivity = now
+	}
+	e.schedule(c)
+	e.rearm(c)
+}
+
+// Read copies in-order received bytes into p. It returns io.EOF once the
+// peer's FIN was reached, the connection's error if it failed, and
+// (0, nil) when nothing is available yet.
+func (e *Endpoint) Read(h Handle, p []byte) (int, error) {
+	c := e.conn(h)
+	if c == nil {
+		return 0, ErrInvalidHandle
+	}
+	if c.closeErr != nil {
+		return 0, c.closeErr
+	}
+	r := &c.rcv
+	n := r.read(p)
+	if n > 0 {
+		e.flushPulls(c)
+		return n, nil
+	}
+	if r.finKnown && r.readOff >= r.finOff {
+		return 0, io.EOF
+	}
+	return 0, nil
+}
+
+// Readable returns the number of in-order bytes Read would return now.
+func (e *Endpoint) Readable(h Handle) int {
+	if c := e.conn(h); c != nil {
+		return c.rcv.readable()
+	}
+	return 0
+}
+
+// Abort resets the connection: the peer is told (RESET) and fails with
+// ErrConnReset; locally EventClosed carries ErrClosed.
+func (e *Endpoint) Abort(h Handle, now Time) {
+	e.now = max(e.now, now)
+	if c := e.conn(h); c != nil && !c.closed {
+		e.closeConn(c, ErrClosed, now, true, ResetAbort)
+	}
+}
+
+// Quench fails the connection at both ends with ErrDeadlineUnmeetable (the
+// pull scheduler found its D3 deadline cannot be met).
+func (e *Endpoint) Quench(h Handle, now Time) {
+	e.now = max(e.now, now)
+	if c := e.conn(h); c != nil && !c.closed {
+		e.closeConn(c, ErrDeadlineUnmeetable, now, true, ResetDeadline)
+	}
+}
+
+// Release tells the Endpoint the application is done with h. A closed
+// connection is freed at once. If the peer's stream has not ended yet the
+// connection is aborted (RESET, as TCP does on close with unread data).
+// Otherwise the write side is closed (FIN) if it was not, and the
+// connection lingers, without events, until its data is acknowledged.
+func (e *Endpoint) Release(h Handle) {
+	c := e.conn(h)
+	if c == nil {
+		return
+	}
+	c.released = true
+	switch {
+	case c.closed:
+		e.freeConn(c)
+	case !c.readDone():
+		e.closeConn(c, ErrClosed, e.now, true, ResetAbort)
+	default:
+		if !c.snd.finQueued {
+			c.snd.finQueued = true
+			e.dataQueued(c, e.now)
+		}
+	}
+}
+
+// closeConn finishes c: optional RESET to the peer, time-wait entry,
+// EventClosed, and freeing if already released.
+func (e *Endpoint) closeConn(c *conn, err error, now Time, reset bool, code ResetCode) {
+	if c.closed {
+		return
+	}
+	c.closed, c.closeErr = true, err
+	kind := twClosed
+	if err != nil {
+		kind = twAborted
+	}
+	if reset {
+		e.queueCtl(c, TypeReset, 0, 0, 0, code)
+	}
+	if c.inTable {
+		e.table.del(c.key)
+		c.inTable = false
+	}
+	if e.tw.add(c.key, now+Time(e.cfg.TimeWait), kind, code) {
+		e.stats.TimeWaitEvicted++
+	}
+	c.timerAt = 0
+	e.timers.set(c)
+	e.dropPulls(c)
+	c.snd.pullCredit, c.snd.pushCredit, c.snd.unsolicited = 0, 0, 0
+	e.stats.ConnsClosed++
+	if c.released {
+		e.freeConn(c)
+		return
+	}
+	e.events.push(evEntry{kind: EventClosed, idx: c.idx, gen: c.gen})
+}
+
+// checkDone closes c cleanly once both directions are complete.
+func (e *Endpoint) checkDone(c *conn, now Time) {
+	if !c.closed && c.snd.finQueued && c.snd.finAcked && c.snd.allAcked() && c.readDone() {
+		e.closeConn(c, nil, now, false, 0)
+	}
+}
+
+// ---- events ----
+
+// PollEvent returns the next event, if any.
+func (e *Endpoint) PollEvent() (Event, bool) {
+	for {
+		ev, ok := e.events.pop()
+		if !ok {
+			return Event{}, false
+		}
+		if int(ev.idx) >= len(e.conns) {
+			continue
+		}
+		c := e.conns[ev.idx]
+		if c == nil || c.gen != ev.gen || c.released {
+			continue
+		}
+		out := Event{Kind: ev.kind, Handle: c.handle()}
+		switch ev.kind {
+		case EventPulls:
+			if ev.epoch != c.pullEpoch {
+				continue
+			}
+			c.pullEvQueued = false
+			if c.pullsPending == 0 {
+				continue
+			}
+			out.Count = c.pullsPending
+			c.pullsHanded += c.pullsPending
+			c.pullsPending = 0
+			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
+		case EventAccepted:
+			out.Remote = c.remote
+			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
+		case EventReadable:
+			c.evReadable = false
+		case EventWritable:
+			c.evWritable = false
+		case EventClosed:
+			out.Err = c.closeErr
+		}
+		return out, true
+	}
+}
+
+func (e *Endpoint) notifyReadable(c *conn) {
+	if !c.evReadable && !c.released {
+		c.evReadable = true
+		e.events.push(evEntry{kind: EventReadable, idx: c.idx, gen: c.gen})
+	}
+}
+
+func (e *Endpoint) notifyWritable(c *conn) {
+	if c.writeBlocked && !c.evWritable && !c.released {
+		c.writeBlocked = false
+		c.evWritable = true
+		e.events.push(evEntry{kind: EventWritable, idx: c.idx, gen: c.gen})
+	}
+}
+
+// ---- pulls (receiver side) ----
+
+// addPulls: n arrivals each want one PULL.
+func (e *Endpoint) addPulls(c *conn, n int) {
+	if n <= 0 || c.closed {
+		return
+	}
+	c.rcv.owedPulls += n
+	e.flushPulls(c)
+}
+
+// flushPulls hands owed pulls to the host while the receive buffer has
+// room for the data they will elicit (flow control).
+func (e *Endpoint) flushPulls(c *conn) {
+	r := &c.rcv
+	if r.owedPulls == 0 || c.closed {
+		return
+	}
+	allow := r.room()/e.mss - c.pullsPending - c.pullsHanded
+	k := min(r.owedPulls, allow)
+	if k <= 0 {
+		return
+	}
+	r.owedPulls -= k
+	c.pullsPending += k
+	if !c.pullEvQueued {
+		c.pullEvQueued = true
+		e.events.push(evEntry{kind: EventPulls, idx: c.idx, gen: c.gen, epoch: c.pullEpoch})
+	}
+}
+
+// dropPulls forgets pending and owed pulls and tells the host to drop the
+// ones it queued (EventDropPulls).
+func (e *Endpoint) dropPulls(c *conn) {
+	c.rcv.owedPulls = 0
+	c.pullsPending = 0
+	c.pullEvQueued = false
+	c.pullEpoch++
+	if c.pullsHanded > 0 {
+		c.pullsHanded = 0
+		if !c.released {
+			e.events.push(evEntry{kind: EventDropPulls, idx: c.idx, gen: c.gen})
+		}
+	}
+}
+
+// PullReleased: the host pull queue released one PULL for h; a PULL frame
+// carrying the next pull counter value is queued for transmission.
+func (e *Endpoint) PullReleased(h Handle, now Time) {
+	e.now = max(e.now, now)
+	c := e.conn(h)
+	if c == nil || c.closed {
+		return
+	}
+	if c.pullsHanded > 0 {
+		c.pullsHanded--
+	}
+	c.rcv.pullCounter++
+	e.queueCtl(c, TypePull, 0, c.rcv.pullCounter, uint16(c.rcv.pullCounter)%uint16(e.cfg.Paths), 0)
+	e.flushPulls(c)
+}
+
+// ---- timers ----
+
+// NextTimer returns when HandleTimers should next be called.
+func (e *Endpoint) NextTimer() (Time, bool) {
+	t, ok := e.tw.next()
+	if c, cok := e.timers.min(); cok && (!ok || c.timerAt < t) {
+		return c.timerAt, true
+	}
+	return t, ok
+}
+
+// HandleTimers runs RTO, stall-probe and time-wait expiry due at now.
+func (e *Endpoint) HandleTimers(now Time) {
+	e.now = max(e.now, now)
+	e.tw.expire(now)
+	for {
+		c, ok := e.timers.min()
+		if !ok || c.timerAt > now {
+			return
+		}
+		e.connTimer(c, now)
+	}
+}
+
+func (e *Endpoint) connTimer(c *conn, now Time) {
+	s := &c.snd
+	rto := Time(e.cfg.RTO)
+	if s.rtoAt != 0 && now >= s.rtoAt {
+		lost := 0
+		earliest := Time(-1)
+		for seq := s.una; seq != s.nxtSeq; seq++ {
+			d := s.desc(seq)
+			if d.state != pktInflight {
+				continue
+			}
+			if d.sentAt+rto <= now {
+				s.queueRtx(seq)
+				c.paths.loss(d.path)
+				lost++
+			} else if earliest < 0 || d.sentAt < earliest {
+				earliest = d.sentAt
+			}
+		}
+		s.rtoAt = 0
+		if earliest >= 0 {
+			s.rtoAt = earliest + rto
+		}
+		if lost > 0 {
+			e.stats.RTOFires += uint64(lost)
+			s.unsolicited += lost
+			s.rtoStreak++
+			if s.rtoStreak > e.cfg.MaxRTORetries {
+				e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+				return
+			}
+		}
+	}
+	if e.stalled(c) && now >= s.lastActivity+Time(e.cfg.StallTimeout) {
+		if s.hasRtx() {
+			s.unsolicited++
+		} else {
+			s.pushCredit++
+		}
+		s.lastActivity = now
+		e.stats.StallProbes++
+	}
+	e.schedule(c)
+	e.rearm(c)
+}
+
+// stalled: the sender has something to send but no credit to send it with.
+func (e *Endpoint) stalled(c *conn) bool {
+	s := &c.snd
+	return !c.closed && (s.hasRtx() || s.hasNew()) && !s.canPull() && !s.canPush()
+}
+
+// rearm recomputes c's timer: the RTO deadline, or the stall deadline.
+func (e *Endpoint) rearm(c *conn) {
+	s := &c.snd
+	t := s.rtoAt
+	if e.stalled(c) {
+		st := s.lastActivity + Time(e.cfg.StallTimeout)
+		if t == 0 || st < t {
+			t = st
+		}
+	}
+	if c.closed {
+		t = 0
+	}
+	if t != c.timerAt || (t != 0 && c.heapIdx < 0) {
+		c.timerAt = t
+		e.timers.set(c)
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Endpoint) Stats() Stats {
+	s := e.stats
+	s.ConnsActive = e.nActive
+	s.TimeWaitActive = e.tw.Len()
+	return s
+}

@@ -78,7 +78,11 @@ func TestParseErrors(t *testing.T) {
 		{"udp zero csum", mut(func(b []byte) []byte { b[40], b[41] = 0, 0; return b }), ErrBadChecksum},
 		{"version", mut(func(b []byte) []byte { b[offNDP] = 9; fixLengthsAndChecksums(b, len(b)-HeaderOverhead); return b }), ErrVersion},
 		{"type", mut(func(b []byte) []byte { b[offNDP+1] = 99; fixLengthsAndChecksums(b, len(b)-HeaderOverhead); return b }), ErrBadType},
-		{"payload len", mut(func(b []byte) []byte { b[offNDP+hPayloadLen+1]++; fixLengthsAndChecksums(b, len(b)-HeaderOverhead); return b }), ErrBadLength},
+		{"payload len", mut(func(b []byte) []byte {
+			b[offNDP+hPayloadLen+1]++
+			fixLengthsAndChecksums(b, len(b)-HeaderOverhead)
+			return b
+		}), ErrBadLength},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

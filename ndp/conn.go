@@ -1,0 +1,69 @@
+package ndp
+
+// conn is one connection: a sender half, a receiver half, a path
+// scoreboard and bookkeeping for events, queues and timers. conn objects
+// and their buffers are pooled by the Endpoint and reused.
+type conn struct {
+	idx     int32
+	gen     uint32
+	key     connKey
+	remote  Addr
+	entropy uint16 // base of this connection's UDP source ports
+
+	dialer   bool
+	inTable  bool // reachable through the connection table
+	closed   bool // finished (cleanly or not); EventClosed queued
+	released bool // application called Release
+	closeErr error
+
+	// D3 hints and options (the dialer's own, or those carried by the
+	// first-RTT packet that opened an accepted connection)
+	prio     uint8
+	flowSize int64
+	deadline Time
+	paced    bool
+
+	snd   sender
+	rcv   receiver
+	paths Scoreboard
+
+	// ready queues and timer
+	inPullQ, inFreeQ, inPacedQ bool
+	heapIdx                    int32
+	timerAt                    Time
+
+	// coalesced events
+	evReadable, evWritable bool
+	pullsPending           int    // pulls not yet handed to the host
+	pullsHanded            int    // pulls handed to the host pull queue and not released
+	pullEpoch              uint32 // bumped when queued pulls are dropped
+	pullEvQueued           bool
+	writeBlocked           bool
+}
+
+func newConn(cfg *Config) *conn {
+	return &conn{
+		snd:     newSender(cfg),
+		rcv:     newReceiver(cfg),
+		paths:   newScoreboard(cfg.Paths),
+		heapIdx: -1,
+	}
+}
+
+// reset prepares a pooled conn for reuse, keeping its buffers.
+func (c *conn) reset() {
+	snd, rcv, paths := c.snd, c.rcv, c.paths
+	gen := c.gen
+	*c = conn{snd: snd, rcv: rcv, paths: paths, heapIdx: -1, gen: gen}
+	c.snd.reset()
+	c.rcv.reset()
+	c.paths.reset()
+}
+
+func (c *conn) handle() Handle { return makeHandle(c.idx, c.gen) }
+
+// udpSrc maps a path index to this connection's UDP source port.
+func (c *conn) udpSrc(path uint16) uint16 { return 0xC000 | ((c.entropy + path) & 0x3FFF) }
+
+// readDone reports whether the peer's whole stream (up to FIN) arrived.
+func (c *conn) readDone() bool { return c.rcv.finKnown && c.rcv.nxtOff >= c.rcv.finOff }

@@ -1,0 +1,278 @@
+package ndp
+
+import "encoding/binary"
+
+var errWrongDst = &ParseError{Err: ErrNotNDP, Field: "udp.dst_port or ipv4.dst (not this endpoint)", Offset: -1}
+
+// HandleFrame processes one received frame. Invalid frames are counted and
+// dropped and the reason returned (a *ParseError for malformed input,
+// ErrUnknownConn or ErrTimeWait for frames that match no connection). The
+// frame buffer is not retained.
+func (e *Endpoint) HandleFrame(b []byte, now Time) error {
+	e.now = max(e.now, now)
+	e.stats.FramesIn++
+	f := &e.f
+	if err := ParseFrame(b, f); err != nil {
+		e.stats.Malformed++
+		return err
+	}
+	if f.DstPort != e.cfg.UDPPort || f.DstIP != e.cfg.LocalIP {
+		e.stats.WrongPort++
+		return errWrongDst
+	}
+	h := &f.Header
+	if h.Flags&FlagBounced != 0 {
+		return e.handleBounced(f, now)
+	}
+	key := connKey{remoteIP: binary.BigEndian.Uint32(f.SrcIP[:]), remotePort: h.SrcPort, localPort: h.DstPort, connID: h.ConnID}
+	idx, ok := e.table.get(key)
+	if !ok {
+		return e.handleNoConn(f, key, now)
+	}
+	c := e.conns[idx]
+	switch h.Type {
+	case TypeData:
+		e.rcvData(c, f, now)
+	case TypeAck:
+		e.stats.AcksIn++
+		e.sndAck(c, h, now)
+	case TypeNack:
+		e.stats.NacksIn++
+		e.sndNack(c, h, now)
+	case TypePull:
+		e.stats.PullsIn++
+		e.sndPull(c, h, now)
+	case TypeReset:
+		e.stats.ResetsIn++
+		e.closeConn(c, h.Code.Err(), now, false, h.Code)
+	}
+	return nil
+}
+
+// handleNoConn answers frames for connections not in the table:
+//   - time-wait (at-most-once): clean entry re-ACKs DATA, aborted entry
+//     answers DATA and PULL with RESET; nothing is ever delivered.
+//   - DATA with SYN to a listened port opens a connection (whichever
+//     first-RTT packet arrives first).
+//   - DATA with SYN to a port nobody listens on (or a full table): RESET
+//     refused, so the dialer fails fast with ErrConnRefused.
+//   - DATA without SYN, or PULL: RESET (the peer holds state we do not).
+//   - ACK, NACK, RESET: ignored (never answer a RESET).
+func (e *Endpoint) handleNoConn(f *Frame, key connKey, now Time) error {
+	h := &f.Header
+	if tw, ok := e.tw.lookup(key); ok {
+		e.stats.TimeWaitRejects++
+		switch {
+		case tw.kind == twAborted && (h.Type == TypeData || h.Type == TypePull):
+			e.queueStateless(f, TypeReset, tw.code)
+		case tw.kind == twClosed && h.Type == TypeData && h.Flags&FlagTrimmed == 0:
+			e.queueStateless(f, TypeAck, 0)
+		}
+		return ErrTimeWait
+	}
+	switch h.Type {
+	case TypeData:
+		if h.Flags&FlagSYN != 0 {
+			if e.isListening(h.DstPort) {
+				if err := e.accept(f, key, now); err == nil {
+					return nil
+				}
+			}
+			e.stats.Refused++
+			e.queueStateless(f, TypeReset, ResetRefused)
+			return ErrUnknownConn
+		}
+		e.queueStateless(f, TypeReset, ResetAbort)
+	case TypePull:
+		e.queueStateless(f, TypeReset, ResetAbort)
+	}
+	e.stats.UnknownConn++
+	return ErrUnknownConn
+}
+
+// accept opens a connection from a first-RTT packet and processes it.
+func (e *Endpoint) accept(f *Frame, key connKey, now Time) error {
+	c, err := e.allocConn()
+	if err != nil {
+		return err
+	}
+	h := &f.Header
+	c.key = key
+	c.remote = Addr{MAC: f.SrcMAC, IP: f.SrcIP, Port: h.SrcPort}
+	c.prio = h.Priority
+	c.flowSize = int64(h.FlowSize)
+	if h.DeadlineUS != 0 {
+		c.deadline = now + Time(h.DeadlineUS)*1000
+	}
+	c.paced = h.Flags&FlagPaced != 0
+	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
+	c.snd.lastActivity = now
+	c.rcv.sync(h.Seq - uint32(h.SynOffset))
+	e.table.put(key, c.idx)
+	c.inTable = true
+	e.stats.ConnsOpened++
+	e.events.push(evEntry{kind: EventAccepted, idx: c.idx, gen: c.gen})
+	e.rcvData(c, f, now)
+	return nil
+}
+
+// rcvData is the receiver's handling of DATA and trimmed headers.
+func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
+	h := &f.Header
+	r := &c.rcv
+	trimmed := h.Flags&FlagTrimmed != 0
+	if !r.synced {
+		if h.Flags&FlagSYN == 0 {
+			e.stats.OutOfWindow++
+			return
+		}
+		r.sync(h.Seq - uint32(h.SynOffset))
+	}
+	switch r.classify(h.Seq) {
+	case seqOutOfWindow:
+		e.stats.OutOfWindow++
+		return
+	case seqDup:
+		e.stats.DuplicatesIn++
+		e.queueCtl(c, TypeAck, h.Seq, 0, h.PathID, 0)
+		return
+	}
+	if trimmed {
+		e.stats.TrimmedIn++
+		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)
+		if r.markTrimmed(h.Seq) {
+			e.addPulls(c, 1)
+		}
+		return
+	}
+	n := len(f.Payload)
+	if !r.fits(h.Offset, n) || (r.finKnown && h.Offset+uint64(n) > r.finOff) || c.closed {
+		// no room (flow control): behave as if trimmed, pull it later
+		e.stats.NoBufferNacks++
+		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)
+		if r.markTrimmed(h.Seq) {
+			r.owedPulls++ // handed out when the application reads
+		}
+		return
+	}
+	e.stats.DataIn++
+	e.stats.BytesIn += uint64(n)
+	grew := r.store(h.Offset, f.Payload)
+	r.markGot(h.Seq)
+	e.queueCtl(c, TypeAck, h.Seq, 0, h.PathID, 0)
+	if h.Flags&FlagFIN != 0 && !r.finKnown {
+		r.finKnown = true
+		r.finOff = h.Offset + uint64(n)
+	}
+	if h.Flags&FlagLast != 0 {
+		// the sender has nothing more right now: drop queued pulls, but
+		// keep one for every retransmission still owed
+		e.dropPulls(c)
+		e.addPulls(c, r.trimmedCount())
+	} else {
+		e.addPulls(c, 1)
+	}
+	if grew || c.readDone() {
+		e.notifyReadable(c)
+	}
+	e.checkDone(c, now)
+}
+
+// feedback: any ACK/NACK/PULL proves the peer has state and is alive.
+func (e *Endpoint) feedback(c *conn, now Time) {
+	s := &c.snd
+	s.established = true
+	s.rtoStreak = 0
+	s.lastActivity = now
+}
+
+func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
+	s := &c.snd
+	e.feedback(c, now)
+	if s.inWindow(h.Seq) {
+		d := s.desc(h.Seq)
+		if d.state == pktInflight || d.state == pktRtxQueued {
+			d.state = pktAcked
+			c.paths.ack(h.PathID)
+			s.noteFeedback(true)
+			if d.flags&FlagLast != 0 {
+				s.pullsExpected = 0 // the receiver dropped our pulls
+			} else {
+				s.pullsExpected++
+			}
+			if s.advanceUna() {
+				e.notifyWritable(c)
+			}
+			if s.una == s.nxtSeq {
+				s.rtoAt = 0
+			}
+		}
+	}
+	e.schedule(c)
+	e.checkDone(c, now)
+	e.rearm(c)
+}
+
+func (e *Endpoint) sndNack(c *conn, h *Header, now Time) {
+	s := &c.snd
+	e.feedback(c, now)
+	if s.inWindow(h.Seq) && s.queueRtx(h.Seq) {
+		c.paths.nack(h.PathID)
+		s.noteFeedback(false)
+		s.pullsExpected++
+	}
+	// a NACK queues the retransmission; a PULL will send it
+	e.schedule(c)
+	e.rearm(c)
+}
+
+func (e *Endpoint) sndPull(c *conn, h *Header, now Time) {
+	s := &c.snd
+	e.feedback(c, now)
+	if d := int32(h.PullCounter - s.lastPull); d > 0 {
+		s.lastPull = h.PullCounter
+		s.pullCredit = min(s.pullCredit+int(d), maxWindowPkts)
+		s.pullsExpected = max(0, s.pullsExpected-int(d))
+	}
+	e.schedule(c)
+	e.rearm(c)
+}
+
+// handleBounced: a switch returned our own (trimmed) DATA header. Resend
+// at once only if no more PULLs are expected, if the whole first window
+// bounced, or if the network looks asymmetric (paper 3.2.4); otherwise it
+// waits in the retransmission queue for a PULL.
+func (e *Endpoint) handleBounced(f *Frame, now Time) error {
+	h := &f.Header
+	e.stats.BouncedIn++
+	if h.Type != TypeData {
+		return nil // bounced control frames: covered by RTO / pull counter
+	}
+	key := connKey{remoteIP: binary.BigEndian.Uint32(f.SrcIP[:]), remotePort: h.DstPort, localPort: h.SrcPort, connID: h.ConnID}
+	idx, ok := e.table.get(key)
+	if !ok {
+		e.stats.UnknownConn++
+		return ErrUnknownConn
+	}
+	c := e.conns[idx]
+	s := &c.snd
+	if !s.inWindow(h.Seq) {
+		return nil
+	}
+	d := s.desc(h.Seq)
+	if d.state != pktInflight {
+		return nil
+	}
+	c.paths.nack(h.PathID)
+	if d.first {
+		s.firstBounced++
+	}
+	s.queueRtx(h.Seq)
+	if s.pullsExpected <= 0 || (d.first && s.firstBounced >= s.firstSent) || s.asymmetric() {
+		s.unsolicited++
+		e.stats.BouncedResent++
+	}
+	e.schedule(c)
+	e.rearm(c)
+	return nil
+}

@@ -1,0 +1,242 @@
+package ndp
+
+// queueCtl queues a control frame for connection c. Overflow drops it.
+func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16, code ResetCode) {
+	cf := ctlFrame{
+		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
+		typ: t, code: code, prio: c.prio,
+		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
+		seq: seq, pull: pull, pathID: path,
+	}
+	if c.prio > 0 {
+		cf.flags = FlagPriority
+	}
+	if !e.ctl.push(&cf) {
+		e.stats.ControlDrops++
+	}
+}
+
+// queueStateless answers frame f without connection state.
+func (e *Endpoint) queueStateless(f *Frame, t PacketType, code ResetCode) {
+	h := &f.Header
+	cf := ctlFrame{
+		dstMAC: f.SrcMAC, dstIP: f.SrcIP, udpSrc: f.SrcPort,
+		typ: t, code: code, srcPort: h.DstPort, dstPort: h.SrcPort, connID: h.ConnID,
+		seq: h.Seq, pathID: h.PathID,
+	}
+	if !e.ctl.push(&cf) {
+		e.stats.ControlDrops++
+	}
+}
+
+// schedule puts c in the ready queues it qualifies for, and forgets pull
+// credit when there is nothing at all to send (a PULL for no data is
+// spent: data written later is pushed after LAST).
+func (e *Endpoint) schedule(c *conn) {
+	if c.closed {
+		return
+	}
+	s := &c.snd
+	if s.pullCredit > 0 && !s.hasRtx() && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
+		s.pullCredit = 0
+	}
+	if s.canPull() && !c.inPullQ {
+		c.inPullQ = true
+		e.pullQ.push(c.idx)
+	}
+	if s.canPush() {
+		if c.paced {
+			if !c.inPacedQ {
+				c.inPacedQ = true
+				e.pacedQ.push(c.idx)
+			}
+		} else if !c.inFreeQ {
+			c.inFreeQ = true
+			e.freeQ.push(c.idx)
+		}
+	}
+}
+
+// PollFrame writes the next frame to transmit into b and returns its
+// length (0 = nothing to send). b should be at least MaxFrameLen(MTU).
+// Order: control frames (ACK/NACK/PULL/RESET), then pulled data
+// (retransmissions first, connections round-robin), then unsolicited data
+// (first-RTT push, push after LAST, RTO retransmissions, bounced resends,
+// stall probes). Unsolicited data of connections that asked for pacing
+// (DialOptions.Paced, or FlagPaced on an accepted connection's first
+// packet) is returned with pushed = true and is held back while allowPush
+// is false; other unsolicited data is not subject to the edge pacer.
+func (e *Endpoint) PollFrame(b []byte, now Time, allowPush bool) (n int, pushed bool) {
+	e.now = max(e.now, now)
+	if len(b) < HeaderOverhead {
+		return 0, false
+	}
+	if cf, ok := e.ctl.pop(); ok {
+		return e.buildCtl(b, cf), false
+	}
+	if n := e.pollQueue(b, now, &e.pullQ, true); n > 0 {
+		return n, false
+	}
+	if n := e.pollQueue(b, now, &e.freeQ, false); n > 0 {
+		return n, false
+	}
+	if allowPush {
+		if n := e.pollQueue(b, now, &e.pacedQ, false); n > 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+func (e *Endpoint) inQueueFlag(c *conn, q *connRing) *bool {
+	switch q {
+	case &e.pullQ:
+		return &c.inPullQ
+	case &e.freeQ:
+		return &c.inFreeQ
+	}
+	return &c.inPacedQ
+}
+
+func (e *Endpoint) pollQueue(b []byte, now Time, q *connRing, pulled bool) int {
+	for q.n > 0 {
+		c := e.conns[q.front()]
+		flag := e.inQueueFlag(c, q)
+		ok := !c.closed && ((pulled && c.snd.canPull()) || (!pulled && c.snd.canPush()))
+		if !ok {
+			q.pop()
+			*flag = false
+			if c.closed && c.released && !c.inPullQ && !c.inFreeQ && !c.inPacedQ {
+				e.recycle(c)
+			}
+			continue
+		}
+		n := e.sendData(c, b, now, pulled)
+		if n == 0 {
+			return 0 // buffer too small: leave the queue as is
+		}
+		q.pop()
+		if (pulled && c.snd.canPull()) || (!pulled && c.snd.canPush()) {
+			q.push(c.idx) // round robin
+		} else {
+			*flag = false
+		}
+		e.rearm(c)
+		return n
+	}
+	return 0
+}
+
+// sendData builds one DATA frame for c into b: a retransmission first if
+// one is queued (and the credit allows), else new data.
+func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
+	s := &c.snd
+	room := len(b) - HeaderOverhead
+	var seq uint32
+	var d *pktDesc
+	rtx := false
+	if rseq, ok := s.peekRtx(); ok && (pulled || s.unsolicited > 0) {
+		seq, d, rtx = rseq, s.desc(rseq), true
+		if int(d.n) > room {
+			return 0
+		}
+	} else {
+		// new data (hasNew guaranteed by canPull/canPush)
+		n := int(min(uint64(e.mss), s.written-s.nxtOff))
+		if n > room {
+			if room <= 0 {
+				return 0
+			}
+			n = room
+		}
+		seq = s.nxtSeq
+		d = s.desc(seq)
+		*d = pktDesc{off: s.nxtOff, n: uint16(n)}
+		if !s.established {
+			d.flags |= FlagSYN
+			d.first = true
+			s.firstSent++
+		}
+		if s.finQueued && s.nxtOff+uint64(n) == s.written {
+			d.flags |= FlagFIN
+			s.finSent = true
+		}
+		s.nxtSeq++
+		s.nxtOff += uint64(n)
+	}
+	avoid := -1
+	if rtx {
+		s.popRtx()
+		avoid = int(d.path)
+		e.stats.Retransmits++
+	}
+	if pulled {
+		s.pullCredit--
+		e.stats.PulledOut++
+	} else {
+		if rtx {
+			s.unsolicited--
+		} else {
+			s.pushCredit--
+		}
+		e.stats.PushedOut++
+	}
+	path := c.paths.next(&e.rng, avoid, &e.stats.PathsExcluded)
+	d.state, d.sentAt, d.path = pktInflight, now, path
+	flags := d.flags & (FlagSYN | FlagFIN)
+	if !s.hasRtx() && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {
+		flags |= FlagLast
+		s.lastSent = true
+	}
+	d.flags = flags
+	if c.prio > 0 {
+		flags |= FlagPriority
+	}
+	if c.paced && !pulled {
+		flags |= FlagPaced
+	}
+	hd := Header{
+		Type: TypeData, Flags: flags, SrcPort: c.key.localPort, DstPort: c.key.remotePort,
+		ConnID: c.key.connID, Seq: seq, PayloadLen: d.n, PathID: path, Priority: c.prio,
+		Offset: d.off,
+	}
+	if flags&FlagSYN != 0 {
+		hd.SynOffset = uint16(seq - s.isn)
+		hd.FlowSize = uint64(max(c.flowSize, 0))
+		if c.deadline != 0 {
+			us := (c.deadline - now) / 1000
+			hd.DeadlineUS = uint32(max(1, min(us, 1<<32-1)))
+		}
+	}
+	n := int(d.n)
+	s.copyOut(b[HeaderOverhead:HeaderOverhead+n], d.off)
+	writeHeaders(b, &c.remote.MAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &c.remote.IP, c.udpSrc(path), e.cfg.UDPPort, &hd, n)
+	if s.rtoAt == 0 {
+		s.rtoAt = now + Time(e.cfg.RTO)
+	}
+	s.lastActivity = now
+	e.stats.FramesOut++
+	e.stats.DataOut++
+	e.stats.BytesOut += uint64(n)
+	return HeaderOverhead + n
+}
+
+func (e *Endpoint) buildCtl(b []byte, cf *ctlFrame) int {
+	hd := Header{
+		Type: cf.typ, Flags: cf.flags, SrcPort: cf.srcPort, DstPort: cf.dstPort, ConnID: cf.connID,
+		Seq: cf.seq, PullCounter: cf.pull, PathID: cf.pathID, Priority: cf.prio, Code: cf.code,
+	}
+	writeHeaders(b, &cf.dstMAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &cf.dstIP, cf.udpSrc, e.cfg.UDPPort, &hd, 0)
+	e.stats.FramesOut++
+	switch cf.typ {
+	case TypeAck:
+		e.stats.AcksOut++
+	case TypeNack:
+		e.stats.NacksOut++
+	case TypePull:
+		e.stats.PullsOut++
+	case TypeReset:
+		e.stats.ResetsOut++
+	}
+	return HeaderOverhead
+}

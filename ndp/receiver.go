@@ -1,0 +1,210 @@
+package ndp
+
+// Receiver half of a connection.
+//
+// Sequence tracking: a window of maxWindowPkts sequence numbers starting
+// at base (the oldest seq not yet received) with two bitmaps: got (DATA
+// received) and trimmed (a trimmed header, or DATA NACKed for lack of
+// buffer, whose retransmission is still owed). They make duplicates cheap
+// to recognise (re-ACK, no second pull, no second delivery) and tell the
+// receiver, when LAST arrives, how many pulls retransmissions still need.
+//
+// Byte stream: a ring of Config.RecvBuffer bytes from readOff (next byte
+// the application reads). nxtOff is the end of the contiguous prefix;
+// out-of-order byte ranges beyond it are kept in a small sorted array.
+//
+// Flow control: a pull is handed to the host only while the buffer has
+// room for at least one more MSS beyond everything received; otherwise it
+// is owed and handed out as the application reads. DATA that does not fit
+// is treated like a trimmed header (NACK, pull owed).
+type receiver struct {
+	synced  bool
+	base    uint32
+	got     [maxWindowPkts / 64]uint64
+	trimmed [maxWindowPkts / 64]uint64
+	nTrim   int
+
+	buf     []byte
+	readOff uint64
+	nxtOff  uint64
+	ranges  [maxRanges]byteRange
+	nRanges int
+
+	finKnown bool
+	finOff   uint64
+
+	pullCounter uint32 // last pull counter sent
+	owedPulls   int
+}
+
+type byteRange struct{ start, end uint64 }
+
+const maxRanges = 64
+
+func newReceiver(cfg *Config) receiver { return receiver{buf: make([]byte, cfg.RecvBuffer)} }
+
+func (r *receiver) reset() {
+	buf := r.buf
+	*r = receiver{buf: buf}
+}
+
+func (r *receiver) sync(isn uint32) {
+	r.synced = true
+	r.base = isn
+}
+
+func bit(m *[maxWindowPkts / 64]uint64, seq uint32) bool {
+	i := seq & seqMask
+	return m[i/64]&(1<<(i%64)) != 0
+}
+
+func setBit(m *[maxWindowPkts / 64]uint64, seq uint32, v bool) {
+	i := seq & seqMask
+	if v {
+		m[i/64] |= 1 << (i % 64)
+	} else {
+		m[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// seqClass classifies seq against the window.
+type seqClass uint8
+
+const (
+	seqNew seqClass = iota
+	seqDup
+	seqOutOfWindow
+)
+
+func (r *receiver) classify(seq uint32) seqClass {
+	d := seq - r.base
+	switch {
+	case d >= 1<<31:
+		return seqDup // below base: received long ago
+	case d >= maxWindowPkts:
+		return seqOutOfWindow
+	case bit(&r.got, seq):
+		return seqDup
+	}
+	return seqNew
+}
+
+// markGot records DATA seq as received and slides the window.
+func (r *receiver) markGot(seq uint32) {
+	setBit(&r.got, seq, true)
+	if bit(&r.trimmed, seq) {
+		setBit(&r.trimmed, seq, false)
+		r.nTrim--
+	}
+	for bit(&r.got, r.base) {
+		setBit(&r.got, r.base, false)
+		r.base++
+	}
+}
+
+// markTrimmed records that seq's payload is owed; false if already known.
+func (r *receiver) markTrimmed(seq uint32) bool {
+	if bit(&r.trimmed, seq) {
+		return false
+	}
+	setBit(&r.trimmed, seq, true)
+	r.nTrim++
+	return true
+}
+
+// maxEnd is the highest stream offset received so far.
+func (r *receiver) maxEnd() uint64 {
+	if r.nRanges > 0 {
+		return max(r.nxtOff, r.ranges[r.nRanges-1].end)
+	}
+	return r.nxtOff
+}
+
+// room is the free space beyond everything received.
+func (r *receiver) room() int { return int(r.readOff + uint64(len(r.buf)) - r.maxEnd()) }
+
+// fits reports whether [off, off+n) can be stored now.
+func (r *receiver) fits(off uint64, n int) bool {
+	end := off + uint64(n)
+	if end > r.readOff+uint64(len(r.buf)) {
+		return false
+	}
+	if off <= r.nxtOff || r.nRanges < maxRanges {
+		return true
+	}
+	for i := 0; i < r.nRanges; i++ { // full range table: only a merge fits
+		if off <= r.ranges[i].end && end >= r.ranges[i].start {
+			return true
+		}
+	}
+	return false
+}
+
+// store copies payload at stream offset off (fits must have been true) and
+// returns true if the contiguous prefix grew.
+func (r *receiver) store(off uint64, p []byte) bool {
+	end := off + uint64(len(p))
+	if end <= r.nxtOff {
+		return false
+	}
+	start := max(off, r.nxtOff)
+	src := p[start-off:]
+	for done := 0; done < len(src); {
+		i := int((start + uint64(done)) % uint64(len(r.buf)))
+		done += copy(r.buf[i:], src[done:])
+	}
+	if start == r.nxtOff {
+		r.nxtOff = end
+		// absorb ranges now contiguous
+		k := 0
+		for k < r.nRanges && r.ranges[k].start <= r.nxtOff {
+			r.nxtOff = max(r.nxtOff, r.ranges[k].end)
+			k++
+		}
+		if k > 0 {
+			copy(r.ranges[:], r.ranges[k:r.nRanges])
+			r.nRanges -= k
+		}
+		return true
+	}
+	r.addRange(start, end)
+	return false
+}
+
+func (r *receiver) addRange(s, e uint64) {
+	// find first range with end >= s
+	i := 0
+	for i < r.nRanges && r.ranges[i].end < s {
+		i++
+	}
+	j := i
+	for j < r.nRanges && r.ranges[j].start <= e {
+		s = min(s, r.ranges[j].start)
+		e = max(e, r.ranges[j].end)
+		j++
+	}
+	if j > i { // merge ranges i..j-1 into one
+		r.ranges[i] = byteRange{s, e}
+		copy(r.ranges[i+1:], r.ranges[j:r.nRanges])
+		r.nRanges -= j - i - 1
+		return
+	}
+	copy(r.ranges[i+1:r.nRanges+1], r.ranges[i:r.nRanges])
+	r.ranges[i] = byteRange{s, e}
+	r.nRanges++
+}
+
+// read copies in-order bytes into p.
+func (r *receiver) read(p []byte) int {
+	n := min(len(p), int(r.nxtOff-r.readOff))
+	for done := 0; done < n; {
+		i := int((r.readOff + uint64(done)) % uint64(len(r.buf)))
+		done += copy(p[done:n], r.buf[i:])
+	}
+	r.readOff += uint64(n)
+	return n
+}
+
+func (r *receiver) readable() int { return int(r.nxtOff - r.readOff) }
+
+func (r *receiver) trimmedCount() int { return r.nTrim }

@@ -1,0 +1,164 @@
+package ndp
+
+// Scoreboard is a connection's per-path record (paper section 3.2.3). The
+// sender sprays packets over a randomly permuted list of its paths and
+// re-permutes after each round. ACKs, NACKs (including bounced headers)
+// and losses (RTO) are counted per path; at each re-permutation a path
+// whose NACK ratio or loss count is an outlier is left out for
+// excludeRounds rounds, after which its counters are reset and it rejoins.
+// At most half of the paths are excluded at once.
+type Scoreboard struct {
+	n      int
+	perm   []uint8 // current round order (active paths only)
+	plen   int
+	pos    int
+	acks   []uint32
+	nacks  []uint32
+	losses []uint32
+	excl   []uint16 // rounds left excluded (0 = active)
+}
+
+const (
+	excludeRounds   = 16
+	minPathSamples  = 8
+	scoreDecayLimit = 1 << 12 // halve a path's counters beyond this many samples
+)
+
+func newScoreboard(paths int) Scoreboard {
+	return Scoreboard{
+		n: paths, perm: make([]uint8, paths),
+		acks: make([]uint32, paths), nacks: make([]uint32, paths),
+		losses: make([]uint32, paths), excl: make([]uint16, paths),
+	}
+}
+
+func (s *Scoreboard) reset() {
+	for i := 0; i < s.n; i++ {
+		s.acks[i], s.nacks[i], s.losses[i], s.excl[i] = 0, 0, 0, 0
+	}
+	s.plen, s.pos = 0, 0
+}
+
+func (s *Scoreboard) ack(p uint16) {
+	if int(p) < s.n {
+		s.acks[p]++
+		s.decay(p)
+	}
+}
+
+func (s *Scoreboard) nack(p uint16) {
+	if int(p) < s.n {
+		s.nacks[p]++
+		s.decay(p)
+	}
+}
+
+func (s *Scoreboard) loss(p uint16) {
+	if int(p) < s.n {
+		s.losses[p]++
+	}
+}
+
+func (s *Scoreboard) decay(p uint16) {
+	if s.acks[p]+s.nacks[p] > scoreDecayLimit {
+		s.acks[p] /= 2
+		s.nacks[p] /= 2
+		s.losses[p] /= 2
+	}
+}
+
+// next returns the path for the next packet. avoid, if < n, is a path the
+// packet must not take (a retransmission goes on a different path) unless
+// it is the only active path.
+func (s *Scoreboard) next(r *rng, avoid int, excluded *uint64) uint16 {
+	if s.pos >= s.plen {
+		*excluded += uint64(s.repermute(r))
+	}
+	p := s.perm[s.pos]
+	if int(p) == avoid && s.plen > 1 {
+		// swap with a later path of this round if any, else take the first
+		// of the round (already used this round: spraying is preserved
+		// approximately, correctness of "different path" strictly).
+		if s.pos+1 < s.plen {
+			s.perm[s.pos], s.perm[s.pos+1] = s.perm[s.pos+1], s.perm[s.pos]
+		} else if s.perm[0] != p {
+			s.perm[s.pos], s.perm[0] = s.perm[0], s.perm[s.pos]
+		} else {
+			s.perm[s.pos], s.perm[1] = s.perm[1], s.perm[s.pos]
+		}
+		p = s.perm[s.pos]
+	}
+	s.pos++
+	return uint16(p)
+}
+
+// repermute builds a new round: drop outliers, shuffle the rest. It returns
+// the number of paths newly excluded.
+func (s *Scoreboard) repermute(r *rng) int {
+	// mean NACK ratio and loss count over active paths with enough samples
+	var ratioSum float64
+	var ratioN int
+	var lossSum uint32
+	active := 0
+	for i := 0; i < s.n; i++ {
+		if s.excl[i] > 0 {
+			continue
+		}
+		active++
+		lossSum += s.losses[i]
+		if t := s.acks[i] + s.nacks[i]; t >= minPathSamples {
+			ratioSum += float64(s.nacks[i]) / float64(t)
+			ratioN++
+		}
+	}
+	newly := 0
+	excludedNow := s.n - active
+	maxExcl := s.n / 2
+	for i := 0; i < s.n; i++ {
+		if s.excl[i] > 0 {
+			s.excl[i]--
+			if s.excl[i] == 0 { // rejoin with a clean record
+				s.acks[i], s.nacks[i], s.losses[i] = 0, 0, 0
+			}
+			continue
+		}
+		if excludedNow >= maxExcl {
+			continue
+		}
+		bad := false
+		if t := s.acks[i] + s.nacks[i]; t >= minPathSamples && ratioN >= 2 {
+			mean := ratioSum / float64(ratioN)
+			ratio := float64(s.nacks[i]) / float64(t)
+			if ratio > 2*mean+0.1 {
+				bad = true
+			}
+		}
+		if active >= 2 {
+			meanLoss := float64(lossSum) / float64(active)
+			if s.losses[i] >= 3 && float64(s.losses[i]) > 3*meanLoss {
+				bad = true
+			}
+		}
+		if bad {
+			s.excl[i] = excludeRounds
+			excludedNow++
+			newly++
+		}
+	}
+	s.plen = 0
+	for i := 0; i < s.n; i++ {
+		if s.excl[i] == 0 {
+			s.perm[s.plen] = uint8(i)
+			s.plen++
+		}
+	}
+	for i := s.plen - 1; i > 0; i-- {
+		j := r.intn(i + 1)
+		s.perm[i], s.perm[j] = s.perm[j], s.perm[i]
+	}
+	s.pos = 0
+	return newly
+}
+
+// Excluded reports whether path p is currently left out.
+func (s *Scoreboard) Excluded(p int) bool { return p < s.n && s.excl[p] > 0 }

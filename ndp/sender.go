@@ -1,0 +1,225 @@
+package ndp
+
+// Sender half of a connection.
+//
+// Send buffer: a ring of Config.SendBuffer bytes holding the stream from
+// the oldest unacknowledged byte (bufStart) to the last written byte
+// (written). Packets are cut from it on demand at send time (so a packet
+// carries whatever is available, up to the MSS) and described by a pktDesc
+// in a ring indexed by sequence number; retransmissions resend the same
+// descriptor (same seq, stream offset and length).
+//
+// Credits: pushCredit (the first-RTT window, renewed after LAST when new
+// data arrives), pullCredit (how far the peer's pull counter advanced) and
+// unsolicited (RTO losses, bounced headers to resend now, stall probes).
+
+type pktState uint8
+
+const (
+	pktFree      pktState = iota
+	pktInflight           // sent, no feedback yet
+	pktAcked              // ACKed
+	pktRtxQueued          // NACKed / bounced / lost: waiting in the rtx queue
+)
+
+type pktDesc struct {
+	off    uint64
+	sentAt Time
+	n      uint16
+	path   uint16
+	state  pktState
+	flags  Flags // FlagSYN, FlagFIN as first sent
+	first  bool  // part of the first push window
+}
+
+const seqMask = maxWindowPkts - 1
+
+type sender struct {
+	buf      []byte
+	bufStart uint64 // stream offset of buf's oldest live byte
+	written  uint64 // end of the application's data
+	nxtOff   uint64 // next unsent stream offset
+
+	finQueued, finSent, finAcked bool
+
+	isn    uint32
+	nxtSeq uint32 // next new sequence number
+	una    uint32 // oldest unacknowledged sequence number
+	pkts   []pktDesc
+	rtx    []uint32 // FIFO of seqs queued for retransmission
+	rtxH   int
+	rtxN   int
+
+	pushCredit  int
+	pullCredit  int
+	unsolicited int
+	lastPull    uint32
+	pullSeen    bool
+
+	established bool // got ACK/NACK/PULL: the peer has state, stop sending SYN
+	lastSent    bool // LAST went out and no new data since
+
+	pullsExpected int    // ACK/NACK seen minus packets pulled: PULLs still to come
+	ackFrac       uint32 // EWMA of ACK (vs NACK) fraction, 16.16 fixed point
+	fbSamples     uint32
+	firstSent     int
+	firstBounced  int
+
+	rtoAt        Time // earliest RTO deadline (0 = none)
+	rtoStreak    int
+	lastActivity Time // last feedback from the peer or own transmission
+}
+
+func newSender(cfg *Config) sender {
+	return sender{
+		buf:  make([]byte, cfg.SendBuffer),
+		pkts: make([]pktDesc, maxWindowPkts),
+		rtx:  make([]uint32, maxWindowPkts),
+	}
+}
+
+func (s *sender) reset() {
+	buf, pkts, rtx := s.buf, s.pkts, s.rtx
+	*s = sender{buf: buf, pkts: pkts, rtx: rtx}
+	clear(pkts)
+}
+
+func (s *sender) start(isn uint32, iw int) {
+	s.isn, s.nxtSeq, s.una = isn, isn, isn
+	s.pushCredit = iw
+	s.ackFrac = 1 << 15
+}
+
+func (s *sender) desc(seq uint32) *pktDesc { return &s.pkts[seq&seqMask] }
+
+// inWindow reports whether seq was sent and is not below una.
+func (s *sender) inWindow(seq uint32) bool { return seq-s.una < s.nxtSeq-s.una }
+
+// free is the number of bytes Write can still accept.
+func (s *sender) free() int { return len(s.buf) - int(s.written-s.bufStart) }
+
+func (s *sender) write(p []byte) int {
+	n := min(len(p), s.free())
+	w := s.written
+	for done := 0; done < n; {
+		i := int(w % uint64(len(s.buf)))
+		k := copy(s.buf[i:], p[done:n])
+		done += k
+		w += uint64(k)
+	}
+	s.written = w
+	return n
+}
+
+// copyOut copies stream bytes [off, off+len(dst)) into dst.
+func (s *sender) copyOut(dst []byte, off uint64) {
+	for done := 0; done < len(dst); {
+		i := int((off + uint64(done)) % uint64(len(s.buf)))
+		done += copy(dst[done:], s.buf[i:])
+	}
+}
+
+func (s *sender) hasNew() bool {
+	return (s.nxtOff < s.written || (s.finQueued && !s.finSent)) && s.nxtSeq-s.una < maxWindowPkts
+}
+
+func (s *sender) pushRtx(seq uint32) {
+	i := s.rtxH + s.rtxN
+	if i >= len(s.rtx) {
+		i -= len(s.rtx)
+	}
+	s.rtx[i] = seq
+	s.rtxN++
+}
+
+// peekRtx drops stale entries (acked meanwhile) and returns the first
+// queued seq.
+func (s *sender) peekRtx() (uint32, bool) {
+	for s.rtxN > 0 {
+		seq := s.rtx[s.rtxH]
+		if s.inWindow(seq) && s.desc(seq).state == pktRtxQueued {
+			return seq, true
+		}
+		s.popRtx()
+	}
+	return 0, false
+}
+
+func (s *sender) popRtx() {
+	s.rtxH++
+	if s.rtxH == len(s.rtx) {
+		s.rtxH = 0
+	}
+	s.rtxN--
+}
+
+func (s *sender) hasRtx() bool { _, ok := s.peekRtx(); return ok }
+
+// hasWork reports whether anything is waiting to be sent.
+func (s *sender) hasWork() bool { return s.hasRtx() || s.hasNew() }
+
+// canPull: pulled data can go now.
+func (s *sender) canPull() bool { return s.pullCredit > 0 && s.hasWork() }
+
+// canPush: unsolicited data can go now.
+func (s *sender) canPush() bool {
+	return (s.unsolicited > 0 && s.hasRtx()) || (s.pushCredit > 0 && s.hasNew())
+}
+
+// queueRtx moves an in-flight packet to the retransmission queue.
+func (s *sender) queueRtx(seq uint32) bool {
+	d := s.desc(seq)
+	if d.state != pktInflight {
+		return false
+	}
+	d.state = pktRtxQueued
+	s.pushRtx(seq)
+	return true
+}
+
+// advanceUna slides past acknowledged packets and frees their bytes. It
+// returns true if buffer space was freed.
+func (s *sender) advanceUna() bool {
+	moved := false
+	for s.una != s.nxtSeq && s.desc(s.una).state == pktAcked {
+		d := s.desc(s.una)
+		if d.flags&FlagFIN != 0 {
+			s.finAcked = true
+		}
+		d.state = pktFree
+		s.una++
+		moved = true
+	}
+	if !moved {
+		return false
+	}
+	old := s.bufStart
+	if s.una == s.nxtSeq {
+		s.bufStart = s.nxtOff
+	} else {
+		s.bufStart = s.desc(s.una).off
+	}
+	return s.bufStart > old
+}
+
+// allAcked: everything sent is acknowledged and nothing is left to send.
+func (s *sender) allAcked() bool {
+	return s.una == s.nxtSeq && s.nxtOff == s.written && (!s.finQueued || s.finAcked)
+}
+
+func (s *sender) noteFeedback(acked bool) {
+	// EWMA with gain 1/16 of the fraction of feedback that was an ACK
+	const one = 1 << 16
+	v := uint32(0)
+	if acked {
+		v = one
+	}
+	s.ackFrac = s.ackFrac - s.ackFrac/16 + v/16
+	s.fbSamples++
+}
+
+// asymmetric: most recent feedback was ACK rather than NACK, so a bounced
+// header points at one bad path rather than an incast (paper 3.2.4).
+func (s *sender) asymmetric() bool {
+	return s.fbSamples >= 8 && s.ackFrac >= (9<<16)/10
+}

@@ -1,0 +1,86 @@
+package ndp
+
+// timeWaitKind says how a time-wait entry answers late frames.
+type timeWaitKind uint8
+
+const (
+	// twClosed: the connection closed cleanly. Late DATA is re-ACKed (the
+	// peer may have lost our last ACK) but never delivered and never opens
+	// a new connection; other frames are ignored.
+	twClosed timeWaitKind = iota
+	// twAborted: the connection was reset. Late DATA and PULLs get a RESET
+	// so a peer that missed the first one learns quickly.
+	twAborted
+)
+
+// TimeWait remembers finished connections for Config.TimeWait so that a
+// replayed or duplicated first-RTT packet cannot open a connection twice
+// (at-most-once, paper section 3.2.2). Entries are kept in a FIFO ring in
+// expiry order (the duration is constant) and indexed by a keyTable. When
+// the ring is full the oldest entry is evicted early and counted.
+type TimeWait struct {
+	ring  []twEntry
+	head  int // oldest
+	n     int
+	index keyTable // key -> ring slot
+}
+
+type twEntry struct {
+	key     connKey
+	expires Time
+	kind    timeWaitKind
+	code    ResetCode
+}
+
+func newTimeWait(capacity int) TimeWait {
+	return TimeWait{ring: make([]twEntry, capacity), index: newKeyTable(capacity)}
+}
+
+func (tw *TimeWait) lookup(k connKey) (*twEntry, bool) {
+	i, ok := tw.index.get(k)
+	if !ok {
+		return nil, false
+	}
+	return &tw.ring[i], true
+}
+
+// add records k until expires; it returns true if an older entry had to be
+// evicted to make room.
+func (tw *TimeWait) add(k connKey, expires Time, kind timeWaitKind, code ResetCode) (evicted bool) {
+	if tw.n == len(tw.ring) {
+		tw.popOldest()
+		evicted = true
+	}
+	slot := (tw.head + tw.n) % len(tw.ring)
+	tw.ring[slot] = twEntry{key: k, expires: expires, kind: kind, code: code}
+	tw.n++
+	tw.index.put(k, int32(slot))
+	return evicted
+}
+
+func (tw *TimeWait) popOldest() {
+	e := &tw.ring[tw.head]
+	if i, ok := tw.index.get(e.key); ok && int(i) == tw.head {
+		tw.index.del(e.key)
+	}
+	tw.head = (tw.head + 1) % len(tw.ring)
+	tw.n--
+}
+
+// expire drops entries that expired at or before now.
+func (tw *TimeWait) expire(now Time) {
+	for tw.n > 0 && tw.ring[tw.head].expires <= now {
+		tw.popOldest()
+	}
+}
+
+// next returns the earliest expiry.
+func (tw *TimeWait) next() (Time, bool) {
+	if tw.n == 0 {
+		return 0, false
+	}
+	return tw.ring[tw.head].expires, true
+}
+
+// Len returns the number of entries.
+func (tw *TimeWait) Len() int { return tw.n }
