@@ -110,7 +110,8 @@ func (b *TokenBucket) NextAllowed(now ndp.Time, bytes int) ndp.Time {
 	if need <= 0 {
 		return now
 	}
-	return now + ndp.Time((need+b.rate-1)/b.rate)
+	// Tokens are counted as of b.last (>= now unless the clock went backwards).
+	return max(now, b.last) + ndp.Time((need+b.rate-1)/b.rate)
 }
 
 // Tokens returns the bytes that could be sent at now (rounded down).
