@@ -22,8 +22,8 @@ func TestTokenBucketTable(t *testing.T) {
 	}{
 		{0, 1500, true, 0},
 		{0, 1500, true, 0},
-		{0, 1, false, 8},          // empty: one byte takes 8 ns
-		{0, 1500, false, 12000},   // 1500 bytes take 12 µs
+		{0, 1, false, 8},           // empty: one byte takes 8 ns
+		{0, 1500, false, 12000},    // 1500 bytes take 12 µs
 		{6000, 1500, false, 12000}, // half refilled
 		{12000, 1500, true, 12000},
 		{12000, 3001, false, math.MaxInt64}, // larger than the bucket: never
