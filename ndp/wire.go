@@ -326,3 +326,34 @@ func writeHeaders(b []byte, dstMAC, srcMAC *[6]byte, srcIP, dstIP *[4]byte, srcP
 	encodeHeader(b[offNDP:offPayload], hd)
 	binary.BigEndian.PutUint16(udp[6:], udpChecksum(ip[12:16], ip[16:20], udp))
 }
+
+// ParseHeader decodes and checks a bare NDP header (as carried in a UDP
+// payload) without allocating: version, type and, for untrimmed frames,
+// that PayloadLen matches the bytes following the header. It is the
+// entry point for decoders that already stripped Ethernet/IPv4/UDP (the
+// gopacket layer in ndp/ndplayer).
+func ParseHeader(b []byte, h *Header) error {
+	if len(b) < NDPHeaderLen {
+		return parseErrors.short
+	}
+	if b[hVersion] != Version {
+		return parseErrors.version
+	}
+	if !PacketType(b[hType]).valid() {
+		return parseErrors.typ
+	}
+	decodeHeader(b, h)
+	rest := len(b) - NDPHeaderLen
+	if h.Flags&FlagTrimmed != 0 {
+		if rest != 0 {
+			return parseErrors.trimmedLen
+		}
+	} else if int(h.PayloadLen) != rest {
+		return parseErrors.payloadLen
+	}
+	return nil
+}
+
+// PutHeader encodes h into the first NDPHeaderLen bytes of b (Version is
+// always written). b must be at least NDPHeaderLen long.
+func PutHeader(b []byte, h *Header) { encodeHeader(b, h) }
