@@ -242,7 +242,7 @@ func (p *Pool) Alloc(dst []uint32) int {
 	n := min(len(dst), len(p.free))
 	top := len(p.free) - n
 	for i := 0; i < n; i++ {
-		f := p.free[top+i]
+		f := p.free[len(p.free)-1-i] // most recently freed first (warm in cache)
 		p.state[f] = stDaemon
 		dst[i] = f
 	}

@@ -287,6 +287,13 @@ func SealSize(fd int) error {
 	return nil
 }
 
+// CheckSealed reports whether fd is a memfd sealed against shrinking (see
+// SealSize). The daemon should check the UMEM memfd with it before sharing it.
+func CheckSealed(fd int) error {
+	_, err := sealedSize(fd)
+	return err
+}
+
 // sealedSize returns the size of a memfd that is sealed against shrinking.
 func sealedSize(fd int) (int64, error) {
 	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)

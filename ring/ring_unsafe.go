@@ -16,3 +16,10 @@ func word32(b []byte, off uint64) (*uint32, bool) {
 	p := unsafe.Pointer(&b[off : off+4][0])
 	return (*uint32)(p), uintptr(p)%4 == 0
 }
+
+// atomicStore stores v into the word at b[off:]; tests use it to play a
+// hostile peer writing raw index words.
+func atomicStore(b []byte, off uint64, v uint64) {
+	p, _ := word64(b, off)
+	*(*uint64)(unsafe.Pointer(p)) = v
+}
