@@ -39,7 +39,8 @@ type AttachMode uint8
 
 const (
 	// AttachAuto tries native (driver) XDP and falls back to generic (skb)
-	// XDP. The zero value.
+	// XDP; on veth, whose native hook adds a NAPI hop and is slower for
+	// AF_XDP, it uses generic. The zero value.
 	AttachAuto AttachMode = iota
 	// AttachNative requires the driver's native XDP hook.
 	AttachNative

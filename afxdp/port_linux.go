@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // Port is the NIC side of one interface: the UMEM, one AF_XDP socket (Queue)
@@ -21,6 +22,7 @@ import (
 type Port struct {
 	cfg     Config
 	ifindex int
+	driver  string
 	umem    *UMEM
 	queues  []*Queue
 	steer   *steering
@@ -34,6 +36,7 @@ type Port struct {
 type Info struct {
 	Interface   string
 	Ifindex     int
+	Driver      string // from ETHTOOL_GDRVINFO; empty when the driver does not say
 	Queues      []int
 	ZeroCopy    bool       // sockets bound in zero-copy mode
 	Attach      AttachMode // AttachNative or AttachGeneric
@@ -91,7 +94,15 @@ func Open(cfg Config) (*Port, error) {
 			setup.sharedFD = q.fd
 		}
 	}
-	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, cfg.Attach)
+	p.driver = driverName(cfg.Interface)
+	attach := cfg.Attach
+	if attach == AttachAuto && p.driver == "veth" {
+		// veth's native XDP runs the program from a NAPI poll scheduled by
+		// the sender, one more hop than the generic hook; for AF_XDP (always
+		// copy mode on veth) generic is faster (docs/decisions.md, afxdp).
+		attach = AttachGeneric
+	}
+	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, attach)
 	if err != nil {
 		p.Close()
 		return nil, err
@@ -164,6 +175,20 @@ func (p *Port) reclaimFill() {
 	}
 }
 
+// driverName asks ETHTOOL_GDRVINFO for ifname's driver ("" if unknown).
+func driverName(ifname string) string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname)
+	if err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(info.Driver[:])
+}
+
 // UMEM is the shared frame area.
 func (p *Port) UMEM() *UMEM { return p.umem }
 
@@ -185,6 +210,7 @@ func (p *Port) Info() Info {
 	in := Info{
 		Interface:  p.cfg.Interface,
 		Ifindex:    p.ifindex,
+		Driver:     p.driver,
 		Queues:     append([]int(nil), p.cfg.Queues...),
 		ZeroCopy:   len(p.queues) > 0 && p.queues[0].zc,
 		NeedWakeup: len(p.queues) > 0 && p.queues[0].wakeup,
