@@ -247,6 +247,9 @@ func TestMultiQueueSharedUMEM(t *testing.T) {
 	pa := openIn(t, pair.A, cfg)
 	cfg.Interface = v.B.Name
 	pb := openIn(t, pair.B, cfg)
+	if in := pb.Info(); in.Driver == "veth" && in.Attach != AttachNative {
+		t.Fatalf("multi-queue veth port attached %v, want native (generic veth delivers everything on queue 0)", in.Attach)
+	}
 	if got := pb.Info().Queues; len(got) != 2 || pb.Queue(1) == nil || pb.Queue(7) != nil {
 		t.Fatalf("queues %v", got)
 	}

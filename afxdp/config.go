@@ -39,8 +39,10 @@ type AttachMode uint8
 
 const (
 	// AttachAuto tries native (driver) XDP and falls back to generic (skb)
-	// XDP; on veth, whose native hook adds a NAPI hop and is slower for
-	// AF_XDP, it uses generic. The zero value.
+	// XDP; on veth bound to queue 0 only, whose native hook adds a NAPI hop
+	// and is slower for AF_XDP, it uses generic (veth's generic path puts
+	// every frame on queue 0, so multi-queue veth ports stay native). The
+	// zero value.
 	AttachAuto AttachMode = iota
 	// AttachNative requires the driver's native XDP hook.
 	AttachNative

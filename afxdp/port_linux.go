@@ -96,10 +96,12 @@ func Open(cfg Config) (*Port, error) {
 	}
 	p.driver = driverName(cfg.Interface)
 	attach := cfg.Attach
-	if attach == AttachAuto && p.driver == "veth" {
+	if attach == AttachAuto && p.driver == "veth" && maxQ == 0 {
 		// veth's native XDP runs the program from a NAPI poll scheduled by
 		// the sender, one more hop than the generic hook; for AF_XDP (always
 		// copy mode on veth) generic is faster (docs/decisions.md, afxdp).
+		// But veth's generic path delivers every frame on RX queue 0, so
+		// with other queues bound only native mode spreads them.
 		attach = AttachGeneric
 	}
 	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, attach)
