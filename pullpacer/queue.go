@@ -47,9 +47,9 @@ type conn struct {
 	hinted   bool // in q.dl (deadline flow)
 	prev     int32
 	next     int32
-	heapIdx  int32
-	finish   int64 // WFQ finish tag of the head pull (active) or of the last served pull
-	step     int64 // WFQ tag increment per pull; 0 = q.defaultStep
+	heapGen  uint32 // generation of this connection's live heap entry; survives slot reuse
+	finish   int64  // WFQ finish tag of the head pull (active) or of the last served pull
+	step     int64  // WFQ tag increment per pull; 0 = q.defaultStep
 	alloc    float64
 	desired  float64
 	released uint64
@@ -71,9 +71,10 @@ type PullQueue struct {
 	index map[ndp.Handle]int32
 
 	classes [256]rrList
-	active  [4]uint64 // bit c set: class c has queued pulls
-	heap    []int32   // class 0 under PolicyDeadline: WFQ min-heap on finish tags
-	vtime   int64     // WFQ virtual time: finish tag of the last pull served
+	active  [4]uint64  // bit c set: class c has queued pulls
+	heap    []wfqEntry // class 0 under PolicyDeadline: WFQ min-heap on finish tags
+	wfqLive int        // live (non-stale) entries in heap
+	vtime   int64      // WFQ virtual time: finish tag of the last pull served
 
 	total   int64    // pulls queued
 	next    ndp.Time // earliest release time of the next pull
@@ -114,7 +115,7 @@ func NewPullQueue(cfg QueueConfig) (*PullQueue, error) {
 		q.classes[c] = rrList{head: noIdx, tail: noIdx}
 	}
 	if cfg.Policy == PolicyDeadline {
-		q.heap = make([]int32, 0, cfg.ExpectedConns)
+		q.heap = make([]wfqEntry, 0, cfg.ExpectedConns)
 		q.setDefault(cfg.capacity())
 	}
 	return q, nil
@@ -253,7 +254,7 @@ func (q *PullQueue) Remove(h ndp.Handle) {
 		q.class0--
 	}
 	delete(q.index, h)
-	*c = conn{}
+	*c = conn{heapGen: c.heapGen}
 	q.free = append(q.free, i)
 	q.dirty = true
 }
@@ -359,7 +360,8 @@ func (q *PullQueue) lookupOrCreate(h ndp.Handle) (int32, bool) {
 		i = int32(len(q.conns))
 		q.conns = append(q.conns, conn{})
 	}
-	q.conns[i] = conn{h: h, prev: noIdx, next: noIdx, heapIdx: noIdx, finish: q.vtime}
+	gen := q.conns[i].heapGen + 1 // stale heap entries of a previous owner stay stale
+	q.conns[i] = conn{h: h, prev: noIdx, next: noIdx, heapGen: gen, finish: q.vtime}
 	q.index[h] = i
 	q.class0++
 	q.dirty = true
@@ -427,8 +429,12 @@ func (q *PullQueue) deactivate(i int32) {
 	c.active = false
 	empty := false
 	if q.usesWFQ(c.class) {
-		q.heapRemove(c.heapIdx)
-		empty = len(q.heap) == 0
+		// Lazy deletion: the entry stays in the heap, stale, until it surfaces.
+		c.heapGen++
+		q.wfqLive--
+		if empty = q.wfqLive == 0; empty {
+			q.heap = q.heap[:0]
+		}
 	} else {
 		l := &q.classes[c.class]
 		if c.prev != noIdx {
@@ -463,18 +469,24 @@ func (q *PullQueue) topClass() uint8 {
 func (q *PullQueue) serve() int32 {
 	class := q.topClass()
 	if q.usesWFQ(class) {
-		i := q.heap[0]
-		c := &q.conns[i]
+		var i int32
+		var c *conn
+		for {
+			top := q.heap[0]
+			i, c = top.idx, &q.conns[top.idx]
+			if c.active && top.gen == c.heapGen {
+				break
+			}
+			q.heapPop() // stale: dropped, removed or moved since it was pushed
+		}
 		q.vtime = c.finish
 		c.pending--
 		if c.pending == 0 {
-			c.active = false
-			q.heapRemove(0)
-			if len(q.heap) == 0 {
-				q.active[0] &^= 1
-			}
+			q.heapPop()
+			q.deactivate(i)
 		} else {
 			c.finish += q.stepOf(c)
+			q.heap[0].finish = c.finish
 			q.heapDown(0)
 		}
 		if q.vtime > vtimeRebase {

