@@ -723,7 +723,7 @@ func childHostile(t *testing.T, conn *net.UnixConn, region *Region, end *AppEnd,
 
 func childCorrupt(t *testing.T, conn *net.UnixConn) {
 	for i := 0; ; i++ {
-		fdsBefore := openFDs(t)
+		fdsBefore := countFDs(t)
 		a, err := RecvAttachment(conn)
 		if errors.Is(err, io.EOF) {
 			return
@@ -732,7 +732,7 @@ func childCorrupt(t *testing.T, conn *net.UnixConn) {
 		switch {
 		case errors.Is(err, ErrBadAttachment):
 			reply = "badattach"
-			if openFDs(t) == fdsBefore {
+			if countFDs(t) == fdsBefore {
 				reply += ",nofdleak"
 			}
 		case err != nil:
@@ -760,12 +760,4 @@ func childCorrupt(t *testing.T, conn *net.UnixConn) {
 			return
 		}
 	}
-}
-
-func openFDs(t *testing.T) int {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
 }
