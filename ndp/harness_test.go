@@ -246,6 +246,7 @@ func (n *testNet) step() bool {
 	for _, h := range n.hosts {
 		h.ep.HandleTimers(n.now)
 	}
+	n.drain()
 	return true
 }
 
