@@ -27,6 +27,14 @@ type testNet struct {
 	middle func(from, to int, b []byte) ([]byte, bool)
 	buf    []byte
 	sent   int
+
+	// optional NDP-switch model of each host's downlink: data is
+	// serialised at rate bytes/ns behind at most queueBytes of data, or
+	// trimmed; headers and control frames take priority (no queueing).
+	rate       float64
+	queueBytes int
+	busyUntil  []Time
+	trimmedAt  int
 }
 
 type flightPkt struct {
@@ -184,12 +192,34 @@ func (n *testNet) transmit(from, to int, b []byte) {
 			from, to = to, from
 		}
 	}
+	extra := Time(0)
+	if n.rate > 0 {
+		if n.busyUntil == nil {
+			n.busyUntil = make([]Time, len(n.hosts))
+		}
+		arrive := n.now + n.latency/2
+		if !IsControl(b) {
+			backlog := float64(max(0, n.busyUntil[to]-arrive)) * n.rate
+			if backlog > float64(n.queueBytes) {
+				k, err := TrimFrame(b)
+				if err != nil {
+					n.t.Fatal(err)
+				}
+				b = b[:k]
+				n.trimmedAt++
+			} else {
+				start := max(arrive, n.busyUntil[to])
+				n.busyUntil[to] = start + Time(float64(len(b)+24)/n.rate)
+				extra = n.busyUntil[to] - arrive
+			}
+		}
+	}
 	copies := 1
 	if n.dup > 0 && n.rnd.Float64() < n.dup {
 		copies = 2
 	}
 	for k := 0; k < copies; k++ {
-		at := n.now + n.latency
+		at := n.now + n.latency + extra
 		if n.jitter > 0 {
 			at += Time(n.rnd.Int64N(int64(n.jitter)))
 		}
