@@ -26,6 +26,8 @@ type Port struct {
 	umem    *UMEM
 	queues  []*Queue
 	steer   *steering
+	waiter  *waiter
+	pollFDs []unix.PollFd
 	log     *zap.Logger
 
 	closeOnce sync.Once
@@ -41,7 +43,7 @@ type Info struct {
 	ZeroCopy    bool       // sockets bound in zero-copy mode
 	Attach      AttachMode // AttachNative or AttachGeneric
 	NeedWakeup  bool
-	TxSkbBudget int // requested XDP_MAX_TX_SKB_BUDGET (0: left at the kernel default)
+	TxSkbBudget int // XDP_MAX_TX_SKB_BUDGET the kernel accepted (0: kernel default, or option unknown)
 	UDPPort     uint16
 }
 
@@ -67,8 +69,13 @@ func Open(cfg Config) (*Port, error) {
 		return nil, fmt.Errorf("%w: queue %d on %s, which has %d RX queues (ethtool -l %s)", ErrQueueRange, maxQ, cfg.Interface, n, cfg.Interface)
 	}
 	p := &Port{cfg: cfg, ifindex: ifc.Index, log: cfg.Logger}
+	p.waiter, err = newWaiter()
+	if err != nil {
+		return nil, err
+	}
 	p.umem, err = newUMEM(cfg.NumFrames, cfg.FrameSize, cfg.Headroom)
 	if err != nil {
+		p.waiter.close()
 		return nil, err
 	}
 	deadline := time.Now().Add(cfg.BindRetry)
@@ -89,6 +96,7 @@ func Open(cfg Config) (*Port, error) {
 			p.Close()
 			return nil, err
 		}
+		q.waiter = p.waiter
 		p.queues = append(p.queues, q)
 		if i == 0 {
 			setup.sharedFD = q.fd
@@ -218,13 +226,40 @@ func (p *Port) Info() Info {
 		NeedWakeup: len(p.queues) > 0 && p.queues[0].wakeup,
 		UDPPort:    p.cfg.UDPPort,
 	}
-	if p.cfg.TxSkbBudget > 0 {
-		in.TxSkbBudget = p.cfg.TxSkbBudget
+	if len(p.queues) > 0 {
+		in.TxSkbBudget = p.queues[0].txBudget
 	}
 	if p.steer != nil {
 		in.Attach = p.steer.mode
 	}
 	return in
+}
+
+// Wake makes a Wait in progress (or the next one) return at once: for an
+// adaptive engine loop sleeping in Wait when another goroutine or process
+// has work for it. Safe from any goroutine.
+func (p *Port) Wake() error { return p.waiter.wake() }
+
+// Wait blocks until any queue's RX ring has frames, Wake is called or
+// timeout passes (negative: forever). Same results as Queue.Wait.
+func (p *Port) Wait(timeout time.Duration) (bool, error) {
+	if !p.waiter.enter() {
+		return false, ErrClosed
+	}
+	defer p.waiter.exit()
+	for _, q := range p.queues {
+		if q.rx.consAvail(1) > 0 {
+			return true, nil
+		}
+	}
+	if p.pollFDs == nil {
+		p.pollFDs = make([]unix.PollFd, len(p.queues)+1)
+	}
+	for i, q := range p.queues {
+		p.pollFDs[i] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
+	}
+	p.pollFDs[len(p.queues)] = unix.PollFd{Fd: int32(p.waiter.fd), Events: unix.POLLIN}
+	return p.waiter.poll(p.pollFDs, timeout, p.cfg.Interface, -1)
 }
 
 // Stats returns every queue's counters.
@@ -246,6 +281,11 @@ func (p *Port) Stats() ([]QueueStats, error) {
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		var errs []error
+		if p.waiter != nil {
+			// Wake any Wait and wait for it to leave before unmapping rings.
+			p.waiter.shutdown()
+			defer p.waiter.close()
+		}
 		if p.steer != nil {
 			errs = append(errs, p.steer.close())
 		}

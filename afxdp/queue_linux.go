@@ -28,7 +28,10 @@ type Queue struct {
 	wakeup bool // bound with XDP_USE_NEED_WAKEUP
 	zc     bool // bound in zero-copy mode
 
-	txOutstanding int // frames submitted on TX and not yet completed
+	txBudget      int // XDP_MAX_TX_SKB_BUDGET the kernel accepted (0: kernel default)
+	waiter        *waiter
+	pollFDs       [2]unix.PollFd // socket, port wake eventfd
+	txOutstanding int            // frames submitted on TX and not yet completed
 	refillBatch   uint32
 	ctr           queueCounters
 }
@@ -91,7 +94,10 @@ func newQueue(u *UMEM, s queueSetup) (*Queue, error) {
 	if s.txBudget > 0 {
 		// Kernels before 6.16 do not know the option: keep their default (32).
 		err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, s.txBudget)
-		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOPROTOOPT) {
+		switch {
+		case err == nil:
+			q.txBudget = s.txBudget
+		case !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOPROTOOPT):
 			return fail("setsockopt XDP_MAX_TX_SKB_BUDGET", err)
 		}
 	}
@@ -355,27 +361,23 @@ func (q *Queue) complete() int {
 // returned by the completion ring.
 func (q *Queue) TxOutstanding() int { return q.txOutstanding }
 
-// Wait blocks until the RX ring has frames or timeout passes (negative:
-// forever), using poll(2) on the socket: the adaptive-mode alternative to
-// spinning on Receive. It returns true when frames are ready. EINTR counts
-// as a timeout.
+// Wait blocks until the RX ring has frames, Port.Wake is called or timeout
+// passes (negative: forever), using poll(2) on the socket and the port's
+// eventfd: the adaptive-mode alternative to spinning on Receive. It returns
+// true when frames are ready, false on timeout, wake-up or EINTR, and
+// ErrClosed when the Port is closed (Close may be called from another
+// goroutine while the owner sleeps here).
 func (q *Queue) Wait(timeout time.Duration) (bool, error) {
+	if !q.waiter.enter() {
+		return false, ErrClosed
+	}
+	defer q.waiter.exit()
 	if q.rx.consAvail(1) > 0 {
 		return true, nil
 	}
-	ms := -1
-	if timeout >= 0 {
-		ms = int((timeout + time.Millisecond - 1) / time.Millisecond)
-	}
-	fds := [1]unix.PollFd{{Fd: int32(q.fd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds[:], ms)
-	if err != nil {
-		if errors.Is(err, unix.EINTR) {
-			return false, nil
-		}
-		return false, &SyscallError{Op: "poll", Iface: q.iface, Queue: q.id, Err: err}
-	}
-	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+	q.pollFDs[0] = unix.PollFd{Fd: int32(q.fd), Events: unix.POLLIN}
+	q.pollFDs[1] = unix.PollFd{Fd: int32(q.waiter.fd), Events: unix.POLLIN}
+	return q.waiter.poll(q.pollFDs[:], timeout, q.iface, q.id)
 }
 
 // Stats returns the queue's kernel and own counters.

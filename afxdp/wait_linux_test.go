@@ -91,3 +91,104 @@ func TestOpenWithoutPrivileges(t *testing.T) {
 		t.Fatalf("error does not say what to grant:\n%s", out)
 	}
 }
+
+// TestWakeAndCloseUnblockWait: Wake ends a Wait early; Close ends a Wait
+// in another goroutine with ErrClosed, and later Waits fail at once.
+func TestWakeAndCloseUnblockWait(t *testing.T) {
+	tb := testbed.NewT(t)
+	pair, err := tb.NewPair(testbed.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *Port
+	if err := pair.B.Do(func() (err error) {
+		p, err = Open(Config{Interface: pair.Veth.B.Name, UDPPort: testPort, NumFrames: 256, RingSize: 32})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		ok, err := p.Wait(-1)
+		if ok {
+			err = errors.New("Wait reported frames")
+		}
+		res <- err
+	}()
+	if err := p.Wake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("Wait after Wake: %v", err)
+	}
+	go func() {
+		_, err := p.Queues()[0].Wait(-1)
+		res <- err
+	}()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait during Close: %v, want ErrClosed", err)
+	}
+	if _, err := p.Wait(0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after Close: %v", err)
+	}
+	if err := p.Wake(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wake after Close: %v", err)
+	}
+}
+
+// TestReopenSameQueue closes a port and at once opens another on the same
+// queue: bind meets EBUSY while the old socket is torn down and retries.
+func TestReopenSameQueue(t *testing.T) {
+	tb := testbed.NewT(t)
+	pair, err := tb.NewPair(testbed.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Interface: pair.Veth.B.Name, UDPPort: testPort, NumFrames: 256, RingSize: 32, Headroom: 128}
+	for i := range 5 {
+		err := pair.B.Do(func() error {
+			p, err := Open(cfg)
+			if err != nil {
+				return err
+			}
+			return p.Close()
+		})
+		if err != nil {
+			t.Fatalf("open #%d: %v", i, err)
+		}
+	}
+}
+
+// TestHeadroom checks received data starts after the configured headroom
+// and Alloc hands out descriptors that start at it.
+func TestHeadroom(t *testing.T) {
+	tb := testbed.NewT(t)
+	pair, err := tb.NewPair(testbed.VethConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := pair.Veth
+	const headroom = 128
+	pa := openIn(t, pair.A, Config{Interface: v.A.Name, UDPPort: testPort, NumFrames: 256, RingSize: 32, Headroom: headroom, FrameSize: 4096})
+	pb := openIn(t, pair.B, Config{Interface: v.B.Name, UDPPort: testPort, NumFrames: 256, RingSize: 32, Headroom: headroom, FrameSize: 4096})
+	d := make([]Desc, 1)
+	pa.UMEM().Alloc(d)
+	if off := d[0].Addr % 4096; off != headroom {
+		t.Fatalf("Alloc offset %d, want %d", off, headroom)
+	}
+	pa.UMEM().Release(d)
+	sendFrames(t, pa, frameTo(v, testPort), [][]byte{[]byte("room")})
+	rx := make([]Desc, 1)
+	for deadline := time.Now().Add(5 * time.Second); pb.Queues()[0].Receive(rx) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing received")
+		}
+	}
+	if off := rx[0].Addr % 4096; off < headroom {
+		t.Fatalf("received data at offset %d, inside the %d-byte headroom", off, headroom)
+	}
+	pb.UMEM().Release(rx)
+}
