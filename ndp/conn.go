@@ -45,7 +45,7 @@ func newConn(cfg *Config) *conn {
 	return &conn{
 		snd:     newSender(cfg),
 		rcv:     newReceiver(cfg),
-		paths:   newScoreboard(cfg.Paths),
+		paths:   newScoreboard(cfg.Paths, 16*Time(cfg.RTO)),
 		heapIdx: -1,
 	}
 }

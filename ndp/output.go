@@ -181,7 +181,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 		}
 		e.stats.PushedOut++
 	}
-	path := c.paths.next(&e.rng, avoid, &e.stats.PathsExcluded)
+	path := c.paths.next(&e.rng, avoid, now, &e.stats.PathsExcluded)
 	d.state, d.sentAt, d.path = pktInflight, now, path
 	flags := d.flags & (FlagSYN | FlagFIN)
 	if !s.hasRtx() && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {

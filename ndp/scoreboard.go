@@ -4,9 +4,10 @@ package ndp
 // sender sprays packets over a randomly permuted list of its paths and
 // re-permutes after each round. ACKs, NACKs (including bounced headers)
 // and losses (RTO) are counted per path; at each re-permutation a path
-// whose NACK ratio or loss count is an outlier is left out for
-// excludeRounds rounds, after which its counters are reset and it rejoins.
-// At most half of the paths are excluded at once.
+// whose NACK ratio or loss count is an outlier is left out for a while
+// (excludeFor, 16 RTOs by default: losses are only detected at RTO
+// timescale), after which its counters are reset and it rejoins. At most
+// half of the paths are excluded at once.
 type Scoreboard struct {
 	n      int
 	perm   []uint8 // current round order (active paths only)
@@ -15,20 +16,22 @@ type Scoreboard struct {
 	acks   []uint32
 	nacks  []uint32
 	losses []uint32
-	excl   []uint16 // rounds left excluded (0 = active)
+	excl   []Time // excluded until (0 = active)
+
+	excludeFor Time
 }
 
 const (
-	excludeRounds   = 16
 	minPathSamples  = 8
 	scoreDecayLimit = 1 << 12 // halve a path's counters beyond this many samples
 )
 
-func newScoreboard(paths int) Scoreboard {
+func newScoreboard(paths int, excludeFor Time) Scoreboard {
 	return Scoreboard{
-		n: paths, perm: make([]uint8, paths),
+		excludeFor: excludeFor,
+		n:          paths, perm: make([]uint8, paths),
 		acks: make([]uint32, paths), nacks: make([]uint32, paths),
-		losses: make([]uint32, paths), excl: make([]uint16, paths),
+		losses: make([]uint32, paths), excl: make([]Time, paths),
 	}
 }
 
@@ -70,9 +73,9 @@ func (s *Scoreboard) decay(p uint16) {
 // next returns the path for the next packet. avoid, if < n, is a path the
 // packet must not take (a retransmission goes on a different path) unless
 // it is the only active path.
-func (s *Scoreboard) next(r *rng, avoid int, excluded *uint64) uint16 {
+func (s *Scoreboard) next(r *rng, avoid int, now Time, excluded *uint64) uint16 {
 	if s.pos >= s.plen {
-		*excluded += uint64(s.repermute(r))
+		*excluded += uint64(s.repermute(r, now))
 	}
 	p := s.perm[s.pos]
 	if int(p) == avoid && s.plen > 1 {
@@ -94,14 +97,20 @@ func (s *Scoreboard) next(r *rng, avoid int, excluded *uint64) uint16 {
 
 // repermute builds a new round: drop outliers, shuffle the rest. It returns
 // the number of paths newly excluded.
-func (s *Scoreboard) repermute(r *rng) int {
+func (s *Scoreboard) repermute(r *rng, now Time) int {
+	for i := 0; i < s.n; i++ {
+		if s.excl[i] != 0 && now >= s.excl[i] { // rejoin with a clean record
+			s.excl[i] = 0
+			s.acks[i], s.nacks[i], s.losses[i] = 0, 0, 0
+		}
+	}
 	// mean NACK ratio and loss count over active paths with enough samples
 	var ratioSum float64
 	var ratioN int
 	var lossSum uint32
 	active := 0
 	for i := 0; i < s.n; i++ {
-		if s.excl[i] > 0 {
+		if s.excl[i] != 0 {
 			continue
 		}
 		active++
@@ -115,11 +124,7 @@ func (s *Scoreboard) repermute(r *rng) int {
 	excludedNow := s.n - active
 	maxExcl := s.n / 2
 	for i := 0; i < s.n; i++ {
-		if s.excl[i] > 0 {
-			s.excl[i]--
-			if s.excl[i] == 0 { // rejoin with a clean record
-				s.acks[i], s.nacks[i], s.losses[i] = 0, 0, 0
-			}
+		if s.excl[i] != 0 {
 			continue
 		}
 		if excludedNow >= maxExcl {
@@ -140,7 +145,10 @@ func (s *Scoreboard) repermute(r *rng) int {
 			}
 		}
 		if bad {
-			s.excl[i] = excludeRounds
+			s.excl[i] = now + s.excludeFor
+			if s.excl[i] == 0 {
+				s.excl[i] = 1
+			}
 			excludedNow++
 			newly++
 		}
@@ -161,4 +169,4 @@ func (s *Scoreboard) repermute(r *rng) int {
 }
 
 // Excluded reports whether path p is currently left out.
-func (s *Scoreboard) Excluded(p int) bool { return p < s.n && s.excl[p] > 0 }
+func (s *Scoreboard) Excluded(p int) bool { return p < s.n && s.excl[p] != 0 }
