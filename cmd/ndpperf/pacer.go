@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 )
@@ -56,6 +58,7 @@ type pacerResult struct {
 	WakeP99Us           float64 `json:"wake_p99_us"`
 	Park                string  `json:"park"`
 	CPU                 int     `json:"cpu"`
+	Isolated            bool    `json:"isolated"`
 	Conns               int     `json:"conns"`
 	Parks               uint64  `json:"parks"`
 	ReleaseStalls       uint64  `json:"release_ring_stalls"`
@@ -67,6 +70,7 @@ func runPacer(args []string) error {
 	duration := fs.Duration("duration", 2*time.Second, "how long to pace a full queue")
 	idle := fs.Duration("idle", time.Second, "how long to measure the pacing thread's CPU with an empty queue")
 	cpu := fs.Int("cpu", -1, "pin the pacing thread to this CPU (-1: no pinning)")
+	isolate := fs.Bool("isolate", true, "with --cpu, move this process's other threads off that CPU")
 	park := fs.String("park", "futex", "idle parking: futex or channel")
 	conns := fs.Int("conns", 64, "connections sharing the queue")
 	wakes := fs.Int("wakes", 200, "wake-latency samples (one pull into a parked pacer each)")
@@ -89,13 +93,13 @@ func runPacer(args []string) error {
 	// 1500-byte pulls at the rate that gives the requested spacing.
 	const pullBytes = 1500
 	rate := int64(math.Round(pullBytes * 8 * 1e9 / float64(*interval)))
-	ringSize := 1 << 16
+	const ringSize = 1 << 19
 	p, err := pullpacer.NewPacer(pullpacer.PacerConfig{
 		Queue:       pullpacer.QueueConfig{LinkRate: rate, PullBytes: pullBytes},
 		Pin:         *cpu >= 0,
 		CPU:         *cpu,
 		Park:        mode,
-		RequestRing: ringSize,
+		RequestRing: 1024,
 		ReleaseRing: ringSize,
 	})
 	if err != nil {
@@ -103,16 +107,23 @@ func runPacer(args []string) error {
 	}
 	defer p.Close()
 	iv := float64(*interval)
+	isolated := false
+	if *cpu >= 0 && *isolate {
+		if isolated, err = isolateCPU(*cpu, p.ThreadID()); err != nil {
+			return err
+		}
+	}
 
-	// Phase 1: a full queue for --duration. Closed loop like a receiver: every
-	// released PULL comes back as one new pull for the same connection (its data
-	// arrived), so the backlog stays at conns x 64. The transmit side here is a no-op
-	// consumer that drains the release ring every 200µs.
+	// Phase 1: a full queue for --duration. The queue is preloaded with more pulls than
+	// the run can release (spread over --conns connections), so a starved consumer can
+	// never empty it; the transmit side is a no-op consumer that drains the release
+	// ring every 200µs (the ring buffers ~0.6s at 1.2µs, so it never fills).
 	expect := int(float64(*duration)/iv) + 1024
 	at := make([]ndp.Time, 0, expect)
-	reqs := make([]pullpacer.Request, 0, ringSize)
+	reqs := make([]pullpacer.Request, 0, *conns)
+	per := int64(expect / *conns * 11 / 10 + 1)
 	for h := 1; h <= *conns; h++ {
-		reqs = append(reqs, pullpacer.Request{Op: pullpacer.OpAdd, Handle: ndp.Handle(h), N: 64})
+		reqs = append(reqs, pullpacer.Request{Op: pullpacer.OpAdd, Handle: ndp.Handle(h), N: per})
 	}
 	if err := enqueueAll(p, reqs); err != nil {
 		return err
@@ -126,19 +137,16 @@ func runPacer(args []string) error {
 	steal0, total0 := cpuSteal(*cpu)
 	wall0 := time.Now()
 	for time.Since(wall0) < *duration {
-		reqs = reqs[:0]
 		for {
 			n := p.Poll(rel)
 			if n == 0 {
 				break
 			}
 			for _, r := range rel[:n] {
-				at = append(at, r.At)
-				reqs = append(reqs, pullpacer.Request{Op: pullpacer.OpAdd, Handle: r.Handle, N: 1})
+				if r.Kind == pullpacer.ReleasePull {
+					at = append(at, r.At)
+				}
 			}
-		}
-		if err := enqueueAll(p, reqs); err != nil {
-			return err
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
@@ -154,7 +162,7 @@ func runPacer(args []string) error {
 	if err := enqueueAll(p, reqs); err != nil {
 		return err
 	}
-	res := pacerResult{IntervalNs: iv, DurationS: duration.Seconds(), Park: *park, CPU: *cpu, Conns: *conns}
+	res := pacerResult{IntervalNs: iv, DurationS: duration.Seconds(), Park: *park, CPU: *cpu, Conns: *conns, Isolated: isolated}
 	res.CPUBusyPct = 100 * float64(cpu1-cpu0) / float64(wall1.Sub(wall0))
 	res.VolSwitches, res.InvolSwitches = vol1-vol0, invol1-invol0
 	if total1 > total0 {
@@ -326,4 +334,34 @@ func cpuSteal(cpu int) (steal, total int64) {
 		}
 	}
 	return steal, total
+}
+
+// isolateCPU restricts every thread of this process except the pacing thread to the
+// other CPUs, so the benchmark's own consumer, GC workers and timers do not preempt
+// the pacer. Threads created later inherit the mask (a locked pacing thread never
+// clones: the Go runtime creates threads from a template thread instead). Other
+// processes still share the CPU. Reports false when there is no other CPU.
+func isolateCPU(cpu, pacerTID int) (bool, error) {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return false, err
+	}
+	all.Clear(cpu)
+	if all.Count() == 0 {
+		return false, nil
+	}
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == pacerTID {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &all); err != nil && !errors.Is(err, unix.ESRCH) {
+			return false, fmt.Errorf("isolate cpu %d: thread %d: %w", cpu, tid, err)
+		}
+	}
+	return true, nil
 }
