@@ -1,0 +1,148 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+	"go.uber.org/zap"
+)
+
+// PollMode says how goroutines that wait on a Stack spend the wait.
+type PollMode uint8
+
+const (
+	// PollAdaptive: a waiter spins calling Poll for Config.Spin, then sleeps;
+	// the background poller spins the same way and then sleeps on the link
+	// (XSK fd / channel) until frames arrive, a timer is due or an API call
+	// wakes it. The zero value.
+	PollAdaptive PollMode = iota
+	// PollBusy: a waiting application goroutine spins calling Poll until
+	// its condition holds (lowest latency; one core per waiter). The
+	// background poller still sleeps while an application goroutine polls.
+	PollBusy
+)
+
+func (m PollMode) String() string {
+	switch m {
+	case PollAdaptive:
+		return "adaptive"
+	case PollBusy:
+		return "busy"
+	}
+	return fmt.Sprintf("PollMode(%d)", m)
+}
+
+// Config configures a Stack. Zero values select the documented defaults;
+// New fills them and validates.
+type Config struct {
+	// Link is the NIC side. Required. The Stack owns it and closes it.
+	Link Link
+	// Endpoint configures the NDP endpoint. LocalIP is required; LocalMAC
+	// is taken from the Link; MTU defaults to FrameCap-14 of the Link.
+	Endpoint ndp.Config
+	// Resolver maps peer IPv4 addresses to MACs on Dial. Required for Dial
+	// (nil: Dial fails with ErrNoNeighbor); accepting needs none.
+	Resolver Resolver
+	// NeighborTTL is how long a resolved MAC is cached. Zero means 30s.
+	NeighborTTL time.Duration
+	// LinkRate is the link rate in bits per second: the pull pacer spaces
+	// PULLs so elicited data arrives at Gamma x LinkRate. Zero means 10 Gb/s.
+	LinkRate int64
+	// Gamma is the HULL headroom factor in (0, 1]. Zero means 1.
+	Gamma float64
+	// Policy is the pull queue's scheduling policy. Zero is fair queuing.
+	Policy pullpacer.Policy
+	// EdgeRate is the edge pacer (token bucket) rate for pushed packets of
+	// connections that ask for pacing, bits/s. Zero means LinkRate.
+	EdgeRate int64
+	// Batch is the most frames received or transmitted per Poll. Zero
+	// means 64.
+	Batch int
+	// Mode is the poll mode. Zero is PollAdaptive.
+	Mode PollMode
+	// Spin is how long an adaptive waiter or the idle background poller
+	// spins before sleeping. Zero means 50µs.
+	Spin time.Duration
+	// NoBackground disables the background poller goroutine: only
+	// application goroutines inside Stack calls make progress (the owner of
+	// the Stack then drives it with Poll, e.g. ndpd's core loop).
+	NoBackground bool
+	// OnEvent, when set, is called for every connection event after the
+	// Stack processed it, with the Stack's lock held: it must not call back
+	// into the Stack. For embedders (ndpd) that translate events into their
+	// own notifications.
+	OnEvent func(c *Conn, kind ndp.EventKind)
+	// Clock returns the monotonic time. Nil means pullpacer.MonotonicNow.
+	Clock func() ndp.Time
+	// Logger receives setup/teardown logs only. Nil means none.
+	Logger *zap.Logger
+}
+
+// ErrInvalidConfig wraps every Config validation failure.
+var ErrInvalidConfig = errors.New("engine: invalid config")
+
+func (c *Config) populate() {
+	if c.Link != nil {
+		c.Endpoint.LocalMAC = c.Link.MAC()
+		if c.Endpoint.MTU == 0 {
+			c.Endpoint.MTU = c.Link.FrameCap() - 14
+		}
+	}
+	if c.Endpoint.MaxRTORetries == 0 {
+		// ndp's default (10 x 1ms) suits a dedicated core. A userspace stack
+		// on shared cores can go unpolled for tens of milliseconds (Go
+		// scheduler preemption, a busy peer), so give up only after ~0.5s
+		// of silence.
+		c.Endpoint.MaxRTORetries = 500
+	}
+	if c.NeighborTTL == 0 {
+		c.NeighborTTL = 30 * time.Second
+	}
+	if c.LinkRate == 0 {
+		c.LinkRate = 10e9
+	}
+	if c.Gamma == 0 {
+		c.Gamma = 1
+	}
+	if c.EdgeRate == 0 {
+		c.EdgeRate = c.LinkRate
+	}
+	if c.Batch == 0 {
+		c.Batch = 64
+	}
+	if c.Spin == 0 {
+		c.Spin = 50 * time.Microsecond
+	}
+	if c.Clock == nil {
+		c.Clock = pullpacer.MonotonicNow
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...)
+	}
+	switch {
+	case c.Link == nil:
+		return bad("Link is required")
+	case c.Endpoint.MTU+14 > c.Link.FrameCap():
+		return bad("MTU %d does not fit the link's %d-byte frames", c.Endpoint.MTU, c.Link.FrameCap())
+	case c.Batch < 1 || c.Batch > 1024:
+		return bad("Batch %d outside [1, 1024]", c.Batch)
+	case c.Gamma <= 0 || c.Gamma > 1:
+		return bad("Gamma %v outside (0, 1]", c.Gamma)
+	case c.LinkRate < 0 || c.EdgeRate < 0:
+		return bad("negative rate")
+	case c.Mode > PollBusy:
+		return bad("Mode %v", c.Mode)
+	case c.Spin < 0 || c.NeighborTTL < 0:
+		return bad("negative duration")
+	}
+	return nil
+}

@@ -1,0 +1,345 @@
+package engine
+
+import (
+	"errors"
+	"io"
+	"net"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// Conn is one NDP connection of a Stack. Its methods are safe for
+// concurrent use: one Read and one Write may block at the same time, and
+// Close unblocks both.
+type Conn struct {
+	s         *Stack
+	h         ndp.Handle
+	remote    ndp.Addr
+	localPort uint16 // accepted connections; 0 for dialed ones
+
+	// D3 hints and priority the connection was opened with.
+	Priority uint8
+	Size     int64
+	Deadline ndp.Time
+
+	// Guarded by s.mu.
+	closed      bool  // the endpoint finished the connection (EventClosed)
+	err         error // its reason (nil: clean)
+	released    bool  // Close was called
+	stackClosed bool
+
+	rdWait, wrWait chan struct{} // capacity 1, see signal
+	done           chan struct{} // closed by Close or Stack.Close
+}
+
+// Handle is the connection's endpoint handle.
+func (c *Conn) Handle() ndp.Handle { return c.h }
+
+// Remote is the peer's address.
+func (c *Conn) Remote() ndp.Addr { return c.remote }
+
+// LocalPort is the listened port an accepted connection arrived on (0 for
+// dialed connections: their ephemeral port is chosen by the endpoint).
+func (c *Conn) LocalPort() uint16 { return c.localPort }
+
+// Stack is the connection's stack.
+func (c *Conn) Stack() *Stack { return c.s }
+
+// errLocalClosed is what a call on a Conn after Close returns.
+var errLocalClosed = net.ErrClosed
+
+// stateErrLocked returns the error a call must return given local state, or nil.
+func (c *Conn) stateErrLocked() error {
+	switch {
+	case c.stackClosed:
+		return ErrStackClosed
+	case c.released:
+		return errLocalClosed
+	}
+	return nil
+}
+
+// Read reads in-order bytes into p, blocking until some are available, the
+// peer closed its side (io.EOF), the connection failed (its error:
+// ndp.ErrConnReset, ndp.ErrConnRefused, ndp.ErrDeadlineUnmeetable,
+// ndp.ErrTimeout), Close was called (net.ErrClosed), or cancel is closed
+// (os.ErrDeadlineExceeded). cancel may be nil.
+func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
+	s := c.s
+	var w waitState
+	for {
+		s.mu.Lock()
+		n, err, ok := c.tryReadLocked(p)
+		if !ok {
+			s.pollLocked(s.clock())
+			n, err, ok = c.tryReadLocked(p)
+		}
+		s.mu.Unlock()
+		if ok {
+			s.endWait(&w)
+			return n, err
+		}
+		if err := s.await(&w, c.rdWait, c.done, cancel); err != nil {
+			return 0, c.waitErr(err)
+		}
+	}
+}
+
+func (c *Conn) tryReadLocked(p []byte) (int, error, bool) {
+	if err := c.stateErrLocked(); err != nil {
+		return 0, err, true
+	}
+	n, err := c.s.ep.Read(c.h, p)
+	if n > 0 {
+		// Reading made room: the endpoint may have handed out PULLs.
+		c.s.drainEventsLocked(c.s.clock())
+		return n, nil, true
+	}
+	if err != nil {
+		return 0, err, true
+	}
+	if len(p) == 0 {
+		return 0, nil, true
+	}
+	if c.closed {
+		if c.err != nil {
+			return 0, c.err, true
+		}
+		return 0, io.EOF, true
+	}
+	return 0, nil, false
+}
+
+// Write writes all of p (blocking while the send buffer is full). With
+// closeWrite the write side is closed after p (FIN), in the same batch, so
+// a short message and its FIN leave in one packet. It returns early with
+// the connection's error, net.ErrClosed after Close, or
+// os.ErrDeadlineExceeded when cancel is closed.
+func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
+	s := c.s
+	var w waitState
+	written := 0
+	for {
+		s.mu.Lock()
+		if err := c.stateErrLocked(); err != nil {
+			s.mu.Unlock()
+			s.endWait(&w)
+			return written, err
+		}
+		now := s.clock()
+		if written < len(p) {
+			n, err := s.ep.Write(c.h, p[written:], now)
+			written += n
+			if err != nil {
+				s.afterCallLocked(now)
+				s.mu.Unlock()
+				s.endWait(&w)
+				return written, c.mapEndpointErr(err)
+			}
+		}
+		if written == len(p) {
+			var err error
+			if closeWrite {
+				err = s.ep.CloseWrite(c.h, now)
+			}
+			s.afterCallLocked(now)
+			s.mu.Unlock()
+			s.endWait(&w)
+			return written, c.mapEndpointErr(err)
+		}
+		s.afterCallLocked(now)
+		s.mu.Unlock()
+		if err := s.await(&w, c.wrWait, c.done, cancel); err != nil {
+			return written, c.waitErr(err)
+		}
+	}
+}
+
+// CloseWrite closes the write side: the peer reads io.EOF after the data
+// written so far.
+func (c *Conn) CloseWrite() error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.stateErrLocked(); err != nil {
+		return err
+	}
+	now := s.clock()
+	err := s.ep.CloseWrite(c.h, now)
+	s.afterCallLocked(now)
+	return c.mapEndpointErr(err)
+}
+
+// mapEndpointErr turns the endpoint's "closed" answers into the reason the
+// connection closed.
+func (c *Conn) mapEndpointErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ndp.ErrInvalidHandle) {
+		if c.err != nil {
+			return c.err
+		}
+		return net.ErrClosed
+	}
+	return err
+}
+
+// Readable is how many bytes Read would return now without blocking.
+func (c *Conn) Readable() int {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.released {
+		return 0
+	}
+	return c.s.ep.Readable(c.h)
+}
+
+// Err is the reason the connection closed (nil while open or after a clean close).
+func (c *Conn) Err() error {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	return c.err
+}
+
+// Close releases the connection: blocked Read and Write return
+// net.ErrClosed. If the peer's data was read to the end the write side is
+// closed (FIN) and the connection lingers inside the endpoint until its data
+// is acknowledged; otherwise it is reset, as TCP does on close with unread
+// data.
+func (c *Conn) Close() error {
+	return c.close(false)
+}
+
+// Abort resets the connection at once (the peer sees a reset) and releases it.
+func (c *Conn) Abort() error {
+	return c.close(true)
+}
+
+func (c *Conn) close(abort bool) error {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.released || c.stackClosed {
+		return net.ErrClosed
+	}
+	c.released = true
+	close(c.done)
+	now := s.clock()
+	if abort && !c.closed {
+		s.ep.Abort(c.h, now)
+	}
+	s.ep.Release(c.h)
+	s.pulls.Remove(c.h)
+	delete(s.conns, c.h)
+	s.afterCallLocked(now)
+	return nil
+}
+
+// waitErr maps an await failure to the error a blocked call returns.
+func (c *Conn) waitErr(err error) error {
+	if err == errDone {
+		c.s.mu.Lock()
+		defer c.s.mu.Unlock()
+		if e := c.stateErrLocked(); e != nil {
+			return e
+		}
+		return net.ErrClosed
+	}
+	return err
+}
+
+// Listener accepts connections on one NDP port.
+type Listener struct {
+	s     *Stack
+	port  uint16
+	queue []*Conn // accepted, not yet taken (ring); guarded by s.mu
+	head  int
+	n     int
+	wait  chan struct{}
+	done  chan struct{}
+
+	closed bool // guarded by s.mu
+}
+
+// Port is the listened NDP port.
+func (l *Listener) Port() uint16 { return l.port }
+
+// Accept returns the next inbound connection, blocking until one arrives,
+// the listener is closed (net.ErrClosed) or cancel is closed
+// (os.ErrDeadlineExceeded).
+func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
+	s := l.s
+	var w waitState
+	for {
+		s.mu.Lock()
+		c, err, ok := l.tryAcceptLocked()
+		if !ok {
+			s.pollLocked(s.clock())
+			c, err, ok = l.tryAcceptLocked()
+		}
+		s.mu.Unlock()
+		if ok {
+			s.endWait(&w)
+			return c, err
+		}
+		if err := s.await(&w, l.wait, l.done, cancel); err != nil {
+			if err == errDone {
+				s.mu.Lock()
+				closed := s.closed
+				s.mu.Unlock()
+				if closed {
+					return nil, ErrStackClosed
+				}
+				return nil, net.ErrClosed
+			}
+			return nil, err
+		}
+	}
+}
+
+func (l *Listener) tryAcceptLocked() (*Conn, error, bool) {
+	if l.closed {
+		if l.s.closed {
+			return nil, ErrStackClosed, true
+		}
+		return nil, net.ErrClosed, true
+	}
+	if l.n == 0 {
+		return nil, nil, false
+	}
+	c := l.queue[l.head]
+	l.queue[l.head] = nil
+	l.head = (l.head + 1) % len(l.queue)
+	l.n--
+	return c, nil, true
+}
+
+// Close stops accepting: queued, unaccepted connections are reset and
+// blocked Accept calls return net.ErrClosed.
+func (l *Listener) Close() error {
+	s := l.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.closed {
+		return net.ErrClosed
+	}
+	l.closed = true
+	close(l.done)
+	s.ep.Unlisten(l.port)
+	delete(s.listeners, l.port)
+	now := s.clock()
+	for ; l.n > 0; l.n-- {
+		c := l.queue[l.head]
+		l.queue[l.head] = nil
+		l.head = (l.head + 1) % len(l.queue)
+		c.released = true
+		close(c.done)
+		s.ep.Abort(c.h, now)
+		s.ep.Release(c.h)
+		s.pulls.Remove(c.h)
+		delete(s.conns, c.h)
+	}
+	s.afterCallLocked(now)
+	return nil
+}

@@ -1,0 +1,46 @@
+// Package engine is ndpstack's core loop (NDP paper section 4): it binds a
+// Link (AF_XDP queue, or an in-memory cable), one ndp.Endpoint, the host's
+// pullpacer.PullQueue, the edge pacer (token bucket) and a neighbour cache,
+// and drives them in run-to-completion batches.
+//
+// # One Poll batch
+//
+//	Link.Receive(rx[:Batch])           frames from the NIC (UMEM or memory)
+//	  -> Endpoint.HandleFrame          DATA: ACK/NACK queued, PULLs owed;
+//	                                   ACK/NACK/PULL: sender state; PULLs
+//	                                   make RTX go before new data
+//	  -> events: EventPulls     -> PullQueue.Add
+//	             EventDropPulls -> PullQueue.Drop (sender's LAST seen)
+//	             EventAccepted  -> Listener backlog (port from the frame)
+//	             Readable/Writable/Closed -> wake the Conn's waiters
+//	Link.ReleaseReceived()
+//	PullQueue.Next(now) while due -> Endpoint.PullReleased (a PULL frame)
+//	Endpoint.HandleTimers if NextTimer <= now (RTO, stall probes, time-wait)
+//	Link.AllocTx(tx[:Batch]) -> Endpoint.PollFrame into each buffer
+//	                           (control first, then pulled data, then
+//	                           first-RTT pushes; paced pushes only while the
+//	                           token bucket allows) -> Link.Transmit(batch)
+//
+// Nothing in a batch allocates, logs or makes a per-packet syscall (the
+// AF_XDP link kicks the kernel once per batch, only when need_wakeup asks).
+//
+// # Who polls
+//
+// All Stack state is guarded by one mutex taken per batch or per API call.
+// The goroutine that waits (Read, Accept, Write on a full buffer) drives the
+// stack itself: it polls, checks its condition, and in PollBusy mode spins
+// until it holds; in PollAdaptive mode it spins for Config.Spin and then
+// blocks on its connection's channel. A background poller goroutine polls
+// only while no application goroutine does, and sleeps on the link (XSK fd
+// plus an eventfd, or a channel) once idle, until frames arrive, the next
+// timer or pull release is due, or an API call wakes it. On a 2-vCPU
+// machine this keeps one spinning thread per side in an RPC ping-pong.
+//
+// # Neighbours
+//
+// Dial needs the peer's MAC. A Resolver supplies it: KernelResolver reads
+// the kernel's neighbour table through rtnetlink and, when the entry is
+// missing, makes the kernel ARP for it (a datagram from a kernel socket);
+// StaticResolver serves in-memory links. Results are cached for
+// Config.NeighborTTL. Accepted connections learn the MAC from the frame.
+package engine

@@ -1,0 +1,41 @@
+package engine
+
+import "time"
+
+// Link is the NIC side of a Stack: batch receive and transmit of Ethernet
+// frames. Implementations: XDPLink (AF_XDP through package afxdp, Linux) and
+// MemLink (an in-memory cable for tests and examples).
+//
+// A Link is driven by whoever holds the Stack's lock: Receive,
+// ReleaseReceived, AllocTx and Transmit are never called concurrently with
+// each other. Wait is called by the background poller without the lock, and
+// Wake from any goroutine at any time.
+type Link interface {
+	// MAC is the link's Ethernet address.
+	MAC() [6]byte
+	// FrameCap is the largest frame the link carries, Ethernet header
+	// included, FCS excluded.
+	FrameCap() int
+	// Receive fills frames with up to len(frames) received frames and
+	// returns how many. frames[i] aliases link memory that the caller owns
+	// until ReleaseReceived.
+	Receive(frames [][]byte) int
+	// ReleaseReceived gives back every frame of the last Receive.
+	ReleaseReceived()
+	// AllocTx fills bufs with up to len(bufs) empty transmit buffers (len 0,
+	// cap >= FrameCap) and returns how many. Fewer means backpressure (ring
+	// or pool full).
+	AllocTx(bufs [][]byte) int
+	// Transmit sends frames, a prefix of the buffers of the last AllocTx in
+	// the same order, each sliced to its frame length. Buffers of that
+	// AllocTx beyond len(frames) go back to the link unused. The link
+	// accepts all of them (AllocTx only hands out what the ring can take).
+	Transmit(frames [][]byte) error
+	// Wait blocks until frames may be ready to Receive, Wake is called, or
+	// timeout passes (negative: no timeout). Spurious returns are allowed.
+	Wait(timeout time.Duration) error
+	// Wake makes a Wait in progress (or the next one) return at once.
+	Wake()
+	// Close releases the link's resources.
+	Close() error
+}

@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+var (
+	ipA  = [4]byte{10, 9, 0, 1}
+	ipB  = [4]byte{10, 9, 0, 2}
+	macA = [6]byte{2, 0, 0, 0, 0, 1}
+	macB = [6]byte{2, 0, 0, 0, 0, 2}
+)
+
+// memPair builds two stacks joined by an in-memory cable.
+func memPair(t testing.TB, mode PollMode, tweak func(*Config)) (*Stack, *Stack, *MemLink, *MemLink) {
+	t.Helper()
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
+		cfg := Config{
+			Link:     l,
+			Endpoint: ndp.Config{LocalIP: ip, Seed: seed, MaxConns: 4096},
+			Resolver: StaticResolver{ipA: macA, ipB: macB},
+			Mode:     mode,
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return mk(la, ipA, 1), mk(lb, ipB, 2), la, lb
+}
+
+func readAll(c *Conn) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf, nil)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+}
+
+// echoServer answers each connection with what it read, until EOF.
+func echoServer(t testing.TB, l *Listener) {
+	go func() {
+		for {
+			c, err := l.Accept(nil)
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				data, err := readAll(c)
+				if err != nil {
+					return
+				}
+				c.Write(data, true, nil)
+			}()
+		}
+	}()
+}
+
+func call(s *Stack, ip [4]byte, port uint16, req []byte) ([]byte, error) {
+	c, err := s.Dial(context.Background(), ip, port, ndp.DialOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := c.Write(req, true, nil); err != nil {
+		return nil, err
+	}
+	return readAll(c)
+}
+
+func TestMemEcho(t *testing.T) {
+	for _, mode := range []PollMode{PollAdaptive, PollBusy} {
+		t.Run(mode.String(), func(t *testing.T) {
+			a, b, _, _ := memPair(t, mode, nil)
+			l, err := b.Listen(7, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			echoServer(t, l)
+			for i := 0; i < 200; i++ {
+				req := []byte(fmt.Sprintf("request %d %s", i, bytes.Repeat([]byte{'x'}, i*37)))
+				resp, err := call(a, ipB, 7, req)
+				if err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+				if !bytes.Equal(resp, req) {
+					t.Fatalf("call %d: got %d bytes, want %d", i, len(resp), len(req))
+				}
+			}
+		})
+	}
+}
+
+func TestMemBulkWithLoss(t *testing.T) {
+	a, b, la, _ := memPair(t, PollAdaptive, nil)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var mu sync.Mutex
+	la.Drop = func([]byte) bool { mu.Lock(); defer mu.Unlock(); return rng.IntN(100) == 0 } // 1% loss A->B
+	l, err := b.Listen(9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	want := sha256.Sum256(data)
+	got := make(chan [32]byte, 1)
+	go func() {
+		c, err := l.Accept(nil)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		d, err := readAll(c)
+		if err != nil {
+			t.Error(err)
+		}
+		c.Close()
+		got <- sha256.Sum256(d)
+	}()
+	c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(data, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readAll(c); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if h := <-got; h != want {
+		t.Fatal("sha256 mismatch")
+	}
+	if st := a.Stats(); st.Endpoint.Retransmits == 0 {
+		t.Errorf("1%% loss but no retransmits: %+v", st.Endpoint)
+	}
+}
+
+func TestMemRefused(t *testing.T) {
+	a, _, _, _ := memPair(t, PollAdaptive, nil)
+	c, err := a.Dial(context.Background(), ipB, 4444, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := c.Write([]byte("hello"), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Read(make([]byte, 10), nil)
+	if !errors.Is(err, ndp.ErrConnRefused) {
+		t.Fatalf("read: %v, want ErrConnRefused", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("refusal took %v", d)
+	}
+}
+
+func TestMemCloseUnblocks(t *testing.T) {
+	a, b, _, _ := memPair(t, PollAdaptive, nil)
+	l, _ := b.Listen(7, 0)
+	c, err := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("x"), false, nil)
+	sc, err := l.Accept(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	errc := make(chan error, 2)
+	go func() { _, err := c.Read(make([]byte, 10), nil); errc <- err }()
+	go func() {
+		// Fill the peer's receive window and the send buffer so Write blocks.
+		_, err := c.Write(make([]byte, 4<<20), false, nil)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let both block (not a timing assertion)
+	c.Close()
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-errc:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Errorf("blocked call returned %v, want net.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not unblock")
+		}
+	}
+	// Accept unblocks on listener close.
+	go func() { _, err := l.Accept(nil); errc <- err }()
+	l.Close()
+	if err := <-errc; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v", err)
+	}
+}
+
+func TestMemCancel(t *testing.T) {
+	a, b, _, _ := memPair(t, PollAdaptive, nil)
+	l, _ := b.Listen(7, 0)
+	_ = l
+	c, _ := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	cancel := make(chan struct{})
+	close(cancel)
+	if _, err := c.Read(make([]byte, 1), cancel); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestMemManyConcurrent(t *testing.T) {
+	a, b, _, _ := memPair(t, PollAdaptive, nil)
+	l, _ := b.Listen(7, 0)
+	echoServer(t, l)
+	const n = 1000
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := []byte(fmt.Sprintf("conn %d", i))
+			resp, err := call(a, ipB, 7, req)
+			if err == nil && !bytes.Equal(resp, req) {
+				err = fmt.Errorf("conn %d: bad echo %q", i, resp)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// How waiting works (the lead's architecture, engine-contract.md): the
+// goroutine that waits drives the stack itself. Each blocking call loops:
+// take the lock, check its condition, Poll once, check again, drop the lock.
+// Between iterations await decides whether to spin on (PollBusy always;
+// PollAdaptive for Config.Spin) or block on the call's channel until an
+// event for it (signal) or cancellation. While an application goroutine
+// spins, the background poller stays out of its way (it would only contend
+// for the lock); it takes over when application goroutines block or stop
+// calling, and sleeps on the link once the stack is idle.
+
+// appGrace is how long after an application goroutine's last Poll the
+// background poller keeps out of the way.
+const appGrace = ndp.Time(time.Millisecond)
+
+// errDone: the call's done channel closed (local Close or Stack.Close).
+var errDone = errors.New("engine: done")
+
+type waitState struct {
+	start    ndp.Time
+	spinning bool
+}
+
+// await is called, without the lock, when a blocking call's condition does
+// not hold yet. It returns nil to make the caller check again.
+func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct{}) error {
+	select {
+	case <-done:
+		s.endWait(w)
+		return errDone
+	case <-cancel:
+		s.endWait(w)
+		return os.ErrDeadlineExceeded
+	default:
+	}
+	now := s.clock()
+	if w.start == 0 {
+		w.start = now
+	}
+	if s.cfg.Mode == PollBusy || now-w.start < ndp.Time(s.cfg.Spin) {
+		if !w.spinning {
+			w.spinning = true
+			s.spinners.Add(1)
+		}
+		s.appPollAt.Store(int64(now))
+		// Let other goroutines of this P run between polls: with more
+		// spinners than cores the Go scheduler otherwise preempts only
+		// every 10ms. Cheap when nothing else is runnable.
+		runtime.Gosched()
+		return nil
+	}
+	// Block. Hand polling to the background poller first.
+	s.endWait(w)
+	s.blocked.Add(1)
+	if s.spinners.Load() == 0 {
+		s.appPollAt.Store(0)
+		signal(s.bgKick)
+	}
+	var err error
+	select {
+	case <-ch:
+	case <-done:
+		err = errDone
+	case <-cancel:
+		err = os.ErrDeadlineExceeded
+	}
+	s.blocked.Add(-1)
+	w.start = s.clock() // spin again for a while after a wakeup
+	return err
+}
+
+// endWait ends a spin phase; if other goroutines are blocked and nobody
+// else spins, the background poller takes over at once.
+func (s *Stack) endWait(w *waitState) {
+	if !w.spinning {
+		return
+	}
+	w.spinning = false
+	if s.spinners.Add(-1) == 0 && s.blocked.Load() > 0 {
+		s.appPollAt.Store(0)
+		signal(s.bgKick)
+	}
+}
+
+// background is the background poller: it polls while no application
+// goroutine does, spins Config.Spin after the last work, then sleeps on the
+// link until frames arrive, the next timer / pull release is due, or Wake.
+func (s *Stack) background() {
+	defer close(s.bgDone)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	idleSince := s.clock()
+	spin := ndp.Time(s.cfg.Spin)
+	for {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		now := s.clock()
+		if s.spinners.Load() > 0 || now-ndp.Time(s.appPollAt.Load()) < appGrace {
+			timer.Reset(time.Duration(appGrace))
+			select {
+			case <-s.bgKick:
+			case <-timer.C:
+			case <-s.done:
+				return
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			idleSince = s.clock()
+			continue
+		}
+		s.mu.Lock()
+		did := s.pollLocked(now)
+		s.mu.Unlock()
+		if did {
+			idleSince = now
+			continue
+		}
+		if now-idleSince < spin {
+			continue
+		}
+		s.sleeping.Store(true)
+		s.mu.Lock()
+		now = s.clock()
+		did = s.pollLocked(now) // anything queued before sleeping was announced
+		d := s.sleepForLocked(now)
+		s.mu.Unlock()
+		if !did && (d < 0 || d > time.Duration(2*spin)) {
+			if d < 0 || d > 100*time.Millisecond {
+				d = 100 * time.Millisecond
+			}
+			s.link.Wait(d)
+			s.wakeups.Add(1)
+		}
+		s.sleeping.Store(false)
+		idleSince = s.clock()
+	}
+}

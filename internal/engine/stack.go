@@ -1,0 +1,488 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+	"go.uber.org/zap"
+)
+
+// ErrStackClosed is returned by calls on a closed Stack and by waiters a
+// Stack close unblocked.
+var ErrStackClosed = errors.New("engine: stack closed")
+
+// Stats are a Stack's counters (cumulative) plus its endpoint's.
+type Stats struct {
+	Polls          uint64 // Poll batches run
+	RxFrames       uint64 // frames received from the link
+	RxRejected     uint64 // frames the endpoint refused (malformed, bad checksum, unknown connection, time-wait...)
+	TxFrames       uint64 // frames handed to the link
+	TxBackpressure uint64 // Polls that found no transmit buffer
+	PullsReleased  uint64 // PULLs released by the pull queue
+	Quenched       uint64 // connections failed because their D3 deadline was unmeetable
+	AcceptDropped  uint64 // inbound connections refused: no listener or backlog full
+	Wakeups        uint64 // times the background poller slept and woke
+	Endpoint       ndp.Stats
+	PullQueue      pullpacer.QueueStats
+}
+
+// Stack is one NDP stack on one link (interface queue): the NDP endpoint,
+// the host pull queue, the edge pacer, the neighbour cache and the
+// connections. All of its state is guarded by one lock, taken once per
+// Poll batch or per API call, never per packet. Any goroutine may drive it.
+type Stack struct {
+	cfg      Config
+	link     Link
+	ep       *ndp.Endpoint
+	pulls    *pullpacer.PullQueue
+	edge     *pullpacer.TokenBucket
+	clock    func() ndp.Time
+	log      *zap.Logger
+	frameCap int
+	localIP  [4]byte
+
+	mu        sync.Mutex
+	conns     map[ndp.Handle]*Conn
+	listeners map[uint16]*Listener
+	rx, tx    [][]byte
+	neigh     map[[4]byte]neighEntry
+	curFrame  []byte   // frame being handled (EventAccepted's local port)
+	pushRetry ndp.Time // edge pacer held pushes back until then (0: none)
+	stats     Stats
+	closed    bool
+
+	resolveMu sync.Mutex // serialises Resolver calls (made without mu)
+
+	// Poller coordination (poller.go).
+	spinners  atomic.Int32 // application goroutines spinning on Poll
+	appPollAt atomic.Int64 // last Poll by an application goroutine
+	blocked   atomic.Int32 // application goroutines blocked on a channel
+	sleeping  atomic.Bool  // background poller is (about to be) in Link.Wait
+	wakeups   atomic.Uint64
+	bgKick    chan struct{}
+	done      chan struct{}
+	bgDone    chan struct{}
+}
+
+type neighEntry struct {
+	mac     [6]byte
+	expires ndp.Time
+}
+
+// New builds a Stack over cfg.Link and starts its background poller (unless
+// NoBackground). On error the link is not closed.
+func New(cfg Config) (*Stack, error) {
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ep, err := ndp.NewEndpoint(cfg.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("engine: endpoint: %w", err)
+	}
+	ecfg := ep.Config()
+	pq, err := pullpacer.NewPullQueue(pullpacer.QueueConfig{
+		LinkRate:      cfg.LinkRate,
+		PullBytes:     ecfg.MTU + 14 + 24, // + FCS, preamble, inter-frame gap
+		Gamma:         cfg.Gamma,
+		Policy:        cfg.Policy,
+		ExpectedConns: ecfg.MaxConns,
+		MaxConns:      max(65536, ecfg.MaxConns),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("engine: pull queue: %w", err)
+	}
+	now := cfg.Clock()
+	edge, err := pullpacer.NewTokenBucket(pullpacer.BucketConfig{Rate: cfg.EdgeRate, Depth: 2 * (ecfg.MTU + 14 + 24)}, now)
+	if err != nil {
+		return nil, fmt.Errorf("engine: edge pacer: %w", err)
+	}
+	s := &Stack{
+		cfg: cfg, link: cfg.Link, ep: ep, pulls: pq, edge: edge, clock: cfg.Clock, log: cfg.Logger,
+		frameCap:  ndp.MaxFrameLen(ecfg.MTU),
+		localIP:   ecfg.LocalIP,
+		conns:     make(map[ndp.Handle]*Conn, ecfg.MaxConns),
+		listeners: make(map[uint16]*Listener),
+		rx:        make([][]byte, cfg.Batch),
+		tx:        make([][]byte, cfg.Batch),
+		neigh:     make(map[[4]byte]neighEntry),
+		bgKick:    make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		bgDone:    make(chan struct{}),
+	}
+	s.cfg.Endpoint = ecfg
+	if cfg.NoBackground {
+		close(s.bgDone)
+	} else {
+		go s.background()
+	}
+	s.log.Info("engine: stack up", zap.String("ip", netip.AddrFrom4(ecfg.LocalIP).String()),
+		zap.Uint16("udp_port", ecfg.UDPPort), zap.Int("mtu", ecfg.MTU), zap.Stringer("mode", cfg.Mode))
+	return s, nil
+}
+
+// Config returns the effective configuration (defaults filled).
+func (s *Stack) Config() Config { return s.cfg }
+
+// LocalAddr is the stack's address (MAC, IPv4; Port 0).
+func (s *Stack) LocalAddr() ndp.Addr {
+	return ndp.Addr{MAC: s.cfg.Endpoint.LocalMAC, IP: s.localIP}
+}
+
+// MSS is the largest payload per packet.
+func (s *Stack) MSS() int { return s.ep.MSS() }
+
+// Now reads the stack's clock.
+func (s *Stack) Now() ndp.Time { return s.clock() }
+
+// Stats returns a snapshot of the counters.
+func (s *Stack) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Endpoint = s.ep.Stats()
+	st.PullQueue = s.pulls.Stats()
+	st.Wakeups = s.wakeups.Load()
+	return st
+}
+
+// Poll runs one batch at the stack's clock and reports whether it did any
+// work. Embedders that set NoBackground call it in their loop.
+func (s *Stack) Poll() bool {
+	s.mu.Lock()
+	did := s.pollLocked(s.clock())
+	s.mu.Unlock()
+	return did
+}
+
+// pollLocked is one run-to-completion batch: receive up to Batch frames and
+// hand each to the endpoint, route its events, release due PULLs, fire due
+// timers, then fill transmit buffers from the endpoint and send them as one
+// batch. No allocation, logging or per-packet syscall.
+func (s *Stack) pollLocked(now ndp.Time) bool {
+	if s.closed {
+		return false
+	}
+	s.stats.Polls++
+	work := false
+	n := s.link.Receive(s.rx)
+	if n > 0 {
+		work = true
+		s.stats.RxFrames += uint64(n)
+		for i := 0; i < n; i++ {
+			s.curFrame = s.rx[i]
+			if err := s.ep.HandleFrame(s.rx[i], now); err != nil {
+				s.stats.RxRejected++
+			}
+			s.drainEventsLocked(now)
+		}
+		s.curFrame = nil
+		s.link.ReleaseReceived()
+	}
+	for {
+		h, ok := s.pulls.Next(now)
+		if !ok {
+			break
+		}
+		s.ep.PullReleased(h, now)
+		s.stats.PullsReleased++
+		work = true
+	}
+	if t, ok := s.ep.NextTimer(); ok && t <= now {
+		s.ep.HandleTimers(now)
+		work = true
+	}
+	s.drainEventsLocked(now)
+	if s.flushTxLocked(now) {
+		work = true
+	}
+	return work
+}
+
+// flushTxLocked fills transmit buffers from the endpoint and sends them.
+func (s *Stack) flushTxLocked(now ndp.Time) bool {
+	sent := false
+	if s.pushRetry != 0 && now >= s.pushRetry {
+		s.pushRetry = 0
+	}
+	for {
+		k := s.link.AllocTx(s.tx)
+		if k == 0 {
+			s.stats.TxBackpressure++
+			return sent
+		}
+		m := 0
+		for m < k {
+			b := s.tx[m][:s.frameCap]
+			allow := s.edge.Tokens(now) >= int64(s.frameCap)
+			n, pushed := s.ep.PollFrame(b, now, allow)
+			if n == 0 {
+				if !allow && s.pushRetry == 0 {
+					s.pushRetry = s.edge.NextAllowed(now, s.frameCap)
+				}
+				break
+			}
+			if pushed {
+				s.edge.Allow(now, n)
+			}
+			s.tx[m] = b[:n]
+			m++
+		}
+		if err := s.link.Transmit(s.tx[:m]); err != nil {
+			s.log.Warn("engine: transmit failed", zap.Error(err)) // a broken link, not a per-packet event
+		}
+		s.stats.TxFrames += uint64(m)
+		if m > 0 {
+			sent = true
+		}
+		if m < k {
+			return sent
+		}
+	}
+}
+
+// drainEventsLocked routes the endpoint's events: PULL requests into the
+// pull queue, new connections to listeners, readiness to waiters.
+func (s *Stack) drainEventsLocked(now ndp.Time) {
+	for {
+		ev, ok := s.ep.PollEvent()
+		if !ok {
+			break
+		}
+		switch ev.Kind {
+		case ndp.EventPulls:
+			s.pulls.Add(ev.Handle, ev.Count)
+			continue
+		case ndp.EventDropPulls:
+			s.pulls.Drop(ev.Handle)
+			continue
+		case ndp.EventAccepted:
+			s.acceptLocked(ev, now)
+			continue
+		}
+		c := s.conns[ev.Handle]
+		if c == nil {
+			continue
+		}
+		switch ev.Kind {
+		case ndp.EventReadable:
+			signal(c.rdWait)
+		case ndp.EventWritable:
+			signal(c.wrWait)
+		case ndp.EventClosed:
+			s.pulls.Remove(ev.Handle)
+			c.closed, c.err = true, ev.Err
+			signal(c.rdWait)
+			signal(c.wrWait)
+		}
+		if s.cfg.OnEvent != nil {
+			s.cfg.OnEvent(c, ev.Kind)
+		}
+	}
+	for {
+		h, ok := s.pulls.PollQuenched()
+		if !ok {
+			break
+		}
+		s.stats.Quenched++
+		s.ep.Quench(h, now)
+	}
+}
+
+// ndpHeaderOffset is where the NDP header starts in a frame (Ethernet + IPv4 without options + UDP).
+const ndpHeaderOffset = 14 + 20 + 8
+
+func (s *Stack) acceptLocked(ev ndp.Event, now ndp.Time) {
+	var hdr ndp.Header
+	var l *Listener
+	if len(s.curFrame) > ndpHeaderOffset && ndp.ParseHeader(s.curFrame[ndpHeaderOffset:], &hdr) == nil {
+		l = s.listeners[hdr.DstPort]
+	}
+	if l == nil || l.closed || l.n == len(l.queue) {
+		s.stats.AcceptDropped++
+		s.ep.Abort(ev.Handle, now)
+		s.ep.Release(ev.Handle)
+		return
+	}
+	c := s.newConnLocked(ev.Handle, ev.Remote, hdr.DstPort)
+	c.Priority, c.Size, c.Deadline = ev.Priority, ev.Size, ev.Deadline
+	if ev.Priority > 0 || ev.Size > 0 || ev.Deadline > 0 {
+		s.pulls.SetFlow(ev.Handle, pullpacer.Flow{Priority: ev.Priority, Size: ev.Size, Deadline: ev.Deadline}, now)
+	}
+	l.queue[(l.head+l.n)%len(l.queue)] = c
+	l.n++
+	signal(l.wait)
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(c, ndp.EventAccepted)
+	}
+}
+
+func (s *Stack) newConnLocked(h ndp.Handle, remote ndp.Addr, localPort uint16) *Conn {
+	c := &Conn{
+		s: s, h: h, remote: remote, localPort: localPort,
+		rdWait: make(chan struct{}, 1),
+		wrWait: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	s.conns[h] = c
+	return c
+}
+
+// signal leaves a token in a waiter channel (capacity 1): a goroutine that
+// blocks later returns at once, so no wakeup is lost.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Dial opens a connection to ip:port (NDP port). It resolves the peer's MAC
+// (cached; the kernel's neighbour table otherwise, which may block until
+// ctx ends), then registers the connection: nothing is sent until data is
+// written (zero-RTT).
+func (s *Stack) Dial(ctx context.Context, ip [4]byte, port uint16, opts ndp.DialOptions) (*Conn, error) {
+	mac, err := s.resolve(ctx, ip)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrStackClosed
+	}
+	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, s.clock())
+	if err != nil {
+		return nil, err
+	}
+	c := s.newConnLocked(h, ndp.Addr{MAC: mac, IP: ip, Port: port}, 0)
+	c.Priority, c.Size, c.Deadline = opts.Priority, opts.Size, opts.Deadline
+	return c, nil
+}
+
+func (s *Stack) resolve(ctx context.Context, ip [4]byte) ([6]byte, error) {
+	if ip == s.localIP {
+		return [6]byte{}, fmt.Errorf("%w: %v is this stack's own address (no loopback over the link)", ErrNoNeighbor, netip.AddrFrom4(ip))
+	}
+	now := s.clock()
+	s.mu.Lock()
+	e, ok := s.neigh[ip]
+	s.mu.Unlock()
+	if ok && now < e.expires {
+		return e.mac, nil
+	}
+	if s.cfg.Resolver == nil {
+		return [6]byte{}, fmt.Errorf("%w: %v (no resolver configured)", ErrNoNeighbor, netip.AddrFrom4(ip))
+	}
+	s.resolveMu.Lock()
+	mac, err := s.cfg.Resolver.Resolve(ctx, ip)
+	s.resolveMu.Unlock()
+	if err != nil {
+		return mac, err
+	}
+	s.mu.Lock()
+	s.neigh[ip] = neighEntry{mac: mac, expires: s.clock() + ndp.Time(s.cfg.NeighborTTL)}
+	s.mu.Unlock()
+	return mac, nil
+}
+
+// Listen accepts connections on NDP port port. backlog bounds connections
+// accepted by the stack and not yet taken by Accept (zero means 1024);
+// beyond it new connections are refused (reset).
+func (s *Stack) Listen(port uint16, backlog int) (*Listener, error) {
+	if backlog <= 0 {
+		backlog = 1024
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrStackClosed
+	}
+	if err := s.ep.Listen(port); err != nil {
+		return nil, err
+	}
+	l := &Listener{s: s, port: port, queue: make([]*Conn, backlog), wait: make(chan struct{}, 1), done: make(chan struct{})}
+	s.listeners[port] = l
+	return l, nil
+}
+
+// Close stops the background poller, aborts every connection, closes the
+// listeners and the link, and unblocks every waiter with ErrStackClosed.
+func (s *Stack) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	now := s.clock()
+	for h, c := range s.conns {
+		if !c.closed {
+			s.ep.Abort(h, now)
+		}
+		c.stackClosed = true
+		close(c.done)
+		delete(s.conns, h)
+	}
+	for p, l := range s.listeners {
+		l.closed = true
+		close(l.done)
+		delete(s.listeners, p)
+	}
+	s.drainEventsLocked(now)
+	s.flushTxLocked(now) // the RESETs
+	s.closed = true
+	close(s.done)
+	s.mu.Unlock()
+	s.link.Wake()
+	<-s.bgDone
+	err := s.link.Close()
+	if c, ok := s.cfg.Resolver.(io.Closer); ok {
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+	}
+	s.log.Info("engine: stack closed")
+	return err
+}
+
+// afterCallLocked runs one poll after an API call changed the endpoint (so
+// data goes out at once, from the calling goroutine), and wakes a sleeping
+// background poller, whose sleep may now be too long (a new timer).
+func (s *Stack) afterCallLocked(now ndp.Time) {
+	s.pollLocked(now)
+	if s.sleeping.Load() {
+		s.link.Wake()
+	}
+}
+
+// sleepFor says how long the background poller may sleep at now: until the
+// next endpoint timer, pull release or edge-pacer retry (negative: no limit).
+func (s *Stack) sleepForLocked(now ndp.Time) time.Duration {
+	next := ndp.Time(-1)
+	consider := func(t ndp.Time) {
+		if next < 0 || t < next {
+			next = t
+		}
+	}
+	if t, ok := s.ep.NextTimer(); ok {
+		consider(t)
+	}
+	if t, ok := s.pulls.NextAt(); ok {
+		consider(t)
+	}
+	if s.pushRetry != 0 {
+		consider(s.pushRetry)
+	}
+	if next < 0 {
+		return -1
+	}
+	return time.Duration(max(next-now, 0))
+}
