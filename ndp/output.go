@@ -37,8 +37,12 @@ func (e *Endpoint) schedule(c *conn) {
 		return
 	}
 	s := &c.snd
-	if s.pullCredit > 0 && !s.hasRtx() && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
+	hasRtx := s.hasRtx()
+	if s.pullCredit > 0 && !hasRtx && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
 		s.pullCredit = 0
+	}
+	if !hasRtx {
+		s.unsolicited = 0 // e.g. an RTO-lost packet was ACKed late: nothing to resend
 	}
 	if s.canPull() && !c.inPullQ {
 		c.inPullQ = true
@@ -83,6 +87,15 @@ func (e *Endpoint) PollFrame(b []byte, now Time, allowPush bool) (n int, pushed 
 	if allowPush {
 		if n := e.pollQueue(b, now, &e.pacedQ, false); n > 0 {
 			return n, true
+		}
+	} else {
+		// while the pacer holds pushes back, still retire closed connections
+		for e.pacedQ.n > 0 && e.conns[e.pacedQ.front()].closed {
+			c := e.conns[e.pacedQ.pop()]
+			c.inPacedQ = false
+			if c.released && !c.inPullQ && !c.inFreeQ {
+				e.recycle(c)
+			}
 		}
 	}
 	return 0, false
