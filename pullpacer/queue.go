@@ -34,6 +34,9 @@ type QueueStats struct {
 
 const noIdx = -1
 
+// maxPullsPerAdd bounds one Add so pending counts cannot overflow.
+const maxPullsPerAdd = 1 << 31
+
 // conn is one connection's state in the queue. Pulls are counts, not queue entries:
 // Add(h, n) adds n to pending, so a connection costs the same whatever its backlog.
 type conn struct {
@@ -144,10 +147,10 @@ func (q *PullQueue) Pending(h ndp.Handle) int64 {
 }
 
 // Add queues n pulls for h: one per data packet or trimmed header that arrived. An
-// unknown handle is registered (class 0, no hints). Handle 0, n <= 0, a quenched
+// unknown handle is registered (class 0, no hints). Handle 0, n <= 0 or > 2^31, a quenched
 // handle or a full table are rejected and counted.
 func (q *PullQueue) Add(h ndp.Handle, n int) {
-	if h == 0 || n <= 0 {
+	if h == 0 || n <= 0 || n > maxPullsPerAdd {
 		q.stats.Rejected++
 		return
 	}
