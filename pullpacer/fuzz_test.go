@@ -35,7 +35,7 @@ func FuzzPullQueue(f *testing.F) {
 		}
 		for k := 1; k < len(ops); k += 3 {
 			op, a, b := ops[k]%8, arg(k+1), arg(k+2)
-			h := ndp.Handle(a%8) // 0 is invalid on purpose
+			h := ndp.Handle(a % 8) // 0 is invalid on purpose
 			switch op {
 			case 0:
 				n := int(b%5) - 1
