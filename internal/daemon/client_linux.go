@@ -1,0 +1,545 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+// ClientConfig tunes the application side. The zero value is valid.
+type ClientConfig struct {
+	// SpinFor is how long the client's poller keeps polling its rings after
+	// the last descriptor before it sleeps on its eventfd, and how long a
+	// blocked Read spins before parking. Default 20us; negative = never spin.
+	SpinFor time.Duration
+}
+
+func (c *ClientConfig) populate() {
+	if c.SpinFor == 0 {
+		c.SpinFor = 20 * time.Microsecond
+	}
+}
+
+// Client is an application's attachment to ndpd: the control connection,
+// the mapped region and buffer area, and the application side of every
+// ring.
+//
+// Ring ownership on this side: one poller goroutine consumes the event,
+// completion and every RX ring and owns the Waiter; API goroutines produce
+// on the cmd, TX and release rings under Client.mu (one owner at a time,
+// the mutex orders them). See doc.go.
+type Client struct {
+	cfg    ClientConfig
+	ctl    *net.UnixConn
+	region *ring.Region
+	end    *ring.AppEnd
+	buf    *ring.BufferArea
+	layout ring.Layout
+
+	mu         sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
+	frames     *ring.FrameStack
+	dialFree   []int
+	cookie     uint64
+	relPending []ring.Desc
+	waiters    map[uint64]chan Status
+	listeners  map[uint16]*ClientListener
+	socks      []*ClientSock // by slot; set under mu, read by the poller under mu
+
+	framesAvail chan struct{} // completions returned frames (cap 1)
+	gone        chan struct{}
+	goneOnce    sync.Once
+	closing     atomic.Bool
+	pollerDone  chan struct{}
+	evBuf       [64]ring.Desc
+	complBuf    [256]ring.Desc
+	rxBuf       [64]ring.Desc
+}
+
+// Attach connects to ndpd's control socket at path, receives and maps the
+// region and the buffer area, and starts the client's poller. Errors:
+// ErrNotAllowed (credentials refused), ErrDraining, ring.ErrNoPartition
+// wrapped in the daemon's message, or the dial error.
+func Attach(path string, cfg ClientConfig) (*Client, error) {
+	cfg.populate()
+	ctl, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("ndpd: attach %s: %w", path, err)
+	}
+	fail := func(err error) (*Client, error) {
+		ctl.Close()
+		return nil, err
+	}
+	if _, err := ctl.Write([]byte(reqAttachMsg)); err != nil {
+		return fail(fmt.Errorf("ndpd: attach %s: %w", path, err))
+	}
+	var msg [512]byte
+	n, err := ctl.Read(msg[:])
+	if err != nil {
+		return fail(fmt.Errorf("ndpd: attach %s: %w", path, err))
+	}
+	if err := replyErr(msg[:n]); err != nil {
+		return fail(err)
+	}
+	att, err := ring.RecvAttachment(ctl)
+	if err != nil {
+		return fail(fmt.Errorf("ndpd: attach %s: %w", path, err))
+	}
+	bufFD := att.Buffer
+	region, err := ring.OpenRegion(att)
+	if err != nil {
+		closeFD(bufFD)
+		return fail(err)
+	}
+	l := region.Layout()
+	buf, err := ring.MapBufferArea(bufFD, l.BufferFrames, l.FrameSize)
+	if err != nil {
+		region.Close()
+		return fail(err)
+	}
+	end, err := region.AppEnd()
+	if err != nil {
+		buf.Close()
+		region.Close()
+		return fail(err)
+	}
+	c := &Client{
+		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l,
+		frames:      ring.NewFrameStack(l.Part),
+		waiters:     make(map[uint64]chan Status),
+		listeners:   make(map[uint16]*ClientListener),
+		socks:       make([]*ClientSock, l.Sockets),
+		framesAvail: make(chan struct{}, 1),
+		gone:        make(chan struct{}),
+		pollerDone:  make(chan struct{}),
+		relPending:  make([]ring.Desc, 0, 256),
+	}
+	for i := DialSlots(l.Sockets) - 1; i >= 0; i-- {
+		c.dialFree = append(c.dialFree, i)
+	}
+	go c.watchControl()
+	go c.poll()
+	return c, nil
+}
+
+// replyErr turns an "ERR ..." control reply into an error matching the
+// sentinel it names.
+func replyErr(b []byte) error {
+	s := string(b)
+	if s == "OK" {
+		return nil
+	}
+	reason := strings.TrimPrefix(s, "ERR ")
+	for _, e := range []error{ErrNotAllowed, ErrDraining, ring.ErrNoPartition, ErrProtocol} {
+		if strings.Contains(reason, e.Error()) {
+			return fmt.Errorf("%w (%s)", e, reason)
+		}
+	}
+	return fmt.Errorf("ndpd: %s", reason)
+}
+
+// QueryStatus asks the daemon at path for its status snapshot.
+func QueryStatus(path string) (Snapshot, error) {
+	var snap Snapshot
+	ctl, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return snap, fmt.Errorf("ndpd: status %s: %w", path, err)
+	}
+	defer ctl.Close()
+	if _, err := ctl.Write([]byte(reqStatusMsg)); err != nil {
+		return snap, err
+	}
+	b := make([]byte, maxCtlMsg)
+	n, err := ctl.Read(b)
+	if err != nil {
+		return snap, fmt.Errorf("ndpd: status %s: %w", path, err)
+	}
+	if strings.HasPrefix(string(b[:n]), "ERR ") {
+		return snap, replyErr(b[:n])
+	}
+	if err := json.Unmarshal(b[:n], &snap); err != nil {
+		return snap, fmt.Errorf("%w: status reply: %v", ErrProtocol, err)
+	}
+	return snap, nil
+}
+
+// App returns the AppID the daemon assigned.
+func (c *Client) App() ring.AppID { return c.layout.App }
+
+// MaxPayload is the most bytes one TX or RX descriptor carries (the frame size).
+func (c *Client) MaxPayload() int { return int(c.layout.FrameSize) }
+
+// Gone is closed once the daemon went away (or Close was called).
+func (c *Client) Gone() <-chan struct{} { return c.gone }
+
+func (c *Client) markGone() {
+	c.goneOnce.Do(func() {
+		close(c.gone)
+		c.region.Shutdown()
+	})
+}
+
+func (c *Client) goneErr() error {
+	if c.closing.Load() {
+		return net.ErrClosed
+	}
+	return ErrDaemonGone
+}
+
+// watchControl blocks on the control connection; EOF means the daemon stopped.
+func (c *Client) watchControl() {
+	var b [64]byte
+	for {
+		if _, err := c.ctl.Read(b[:]); err != nil {
+			c.markGone()
+			return
+		}
+	}
+}
+
+// Close detaches: the daemon aborts this application's connections and
+// reclaims its buffers. Every blocked call returns net.ErrClosed.
+func (c *Client) Close() error {
+	if c.closing.Swap(true) {
+		return net.ErrClosed
+	}
+	c.markGone()
+	c.ctl.Close()
+	<-c.pollerDone
+	c.buf.Close()
+	return c.region.Close()
+}
+
+// ---- producing (API goroutines, under mu) ----
+
+// produceCmdLocked publishes ds on the cmd ring, waiting (without the lock)
+// while it is full.
+func (c *Client) produceCmd(ds []ring.Desc) error {
+	for {
+		select {
+		case <-c.gone:
+			return c.goneErr()
+		default:
+		}
+		c.mu.Lock()
+		n, err := c.end.Cmd.Produce(ds)
+		if n > 0 {
+			c.end.Notifier.Notify()
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("%w: cmd ring: %v", ErrProtocol, err)
+		}
+		ds = ds[n:]
+		if len(ds) == 0 {
+			return nil
+		}
+		runtime.Gosched() // the daemon drains the cmd ring every iteration
+	}
+}
+
+// request sends one command that the daemon answers with OpReply and waits
+// for the answer.
+func (c *Client) request(d ring.Desc) (Status, error) {
+	ch := make(chan Status, 1)
+	c.mu.Lock()
+	c.cookie++
+	d.Cookie = c.cookie
+	c.waiters[d.Cookie] = ch
+	c.mu.Unlock()
+	if err := c.produceCmd([]ring.Desc{d}); err != nil {
+		return 0, err
+	}
+	select {
+	case st := <-ch:
+		return st, nil
+	case <-c.gone:
+		return 0, c.goneErr()
+	}
+}
+
+// releaseFramesLocked hands read RX frames back to the daemon.
+func (c *Client) releaseFramesLocked(ds []ring.Desc) {
+	if len(c.relPending) > 0 || len(ds) > 0 {
+		c.relPending = append(c.relPending, ds...)
+		n, _ := c.end.Releases.Produce(c.relPending)
+		c.relPending = c.relPending[:copy(c.relPending, c.relPending[n:])]
+		if n > 0 {
+			c.end.Notifier.Notify()
+		}
+	}
+}
+
+// ---- the poller ----
+
+func (c *Client) poll() {
+	defer close(c.pollerDone)
+	last := time.Now()
+	for {
+		select {
+		case <-c.gone:
+			return
+		default:
+		}
+		if c.pollOnce() {
+			last = time.Now()
+			continue
+		}
+		if c.cfg.SpinFor > 0 && time.Since(last) < c.cfg.SpinFor {
+			continue
+		}
+		if err := c.end.Waiter.Wait(c.pendingInput, 50*time.Millisecond); err != nil {
+			return // Shutdown: daemon gone or Close
+		}
+		last = time.Now()
+	}
+}
+
+// pendingInput is the Waiter's S2 check: only rings the poller owns.
+func (c *Client) pendingInput() bool {
+	if c.end.Events.Pending() || c.end.Completions.Pending() {
+		return true
+	}
+	for slot := range c.end.Sockets {
+		if c.end.Sockets[slot].RX.Pending() {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) pollOnce() bool {
+	work := false
+	if n, err := c.end.Completions.Consume(c.complBuf[:]); n > 0 {
+		c.mu.Lock()
+		c.frames.PushDescs(c.complBuf[:n])
+		c.mu.Unlock()
+		select {
+		case c.framesAvail <- struct{}{}:
+		default:
+		}
+		work = true
+	} else if err != nil {
+		c.markGone()
+	}
+	n, err := c.end.Events.Consume(c.evBuf[:])
+	if err != nil {
+		c.markGone()
+	}
+	for i := 0; i < n; i++ {
+		c.event(&c.evBuf[i])
+	}
+	work = work || n > 0
+	for slot := range c.end.Sockets {
+		if c.rxSlot(slot) {
+			work = true
+		}
+	}
+	return work
+}
+
+func (c *Client) event(d *ring.Desc) {
+	slot := int(d.Conn)
+	if slot >= len(c.socks) {
+		return
+	}
+	switch d.Op {
+	case ring.OpReply:
+		if d.Cookie&connectCookie != 0 {
+			c.mu.Lock()
+			s := c.socks[slot]
+			c.mu.Unlock()
+			if s != nil && Status(d.Aux) != StatusOK {
+				s.fail(Status(d.Aux).Err())
+			}
+			return
+		}
+		c.mu.Lock()
+		ch := c.waiters[d.Cookie]
+		delete(c.waiters, d.Cookie)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- Status(d.Aux)
+		}
+	case EvAccepted:
+		remote, _ := UnpackAddr(d.Aux)
+		port := uint16(d.Cookie)
+		s := newClientSock(c, slot, remote, port, int(c.end.Sockets[slot].RX.Spec().Slots))
+		c.mu.Lock()
+		c.socks[slot] = s
+		l := c.listeners[port]
+		c.mu.Unlock()
+		if l == nil || !l.push(s) {
+			s.Abort()
+		}
+	}
+}
+
+// rxSlot moves RX(slot) descriptors into the socket's queue.
+func (c *Client) rxSlot(slot int) bool {
+	rx := c.end.Sockets[slot].RX
+	if !rx.Pending() {
+		return false
+	}
+	c.mu.Lock()
+	s := c.socks[slot]
+	c.mu.Unlock()
+	if s == nil {
+		return false // accepted, but EvAccepted not seen yet
+	}
+	work, freed, drop := s.fill(rx)
+	if freed || len(drop) > 0 {
+		c.mu.Lock()
+		if freed {
+			c.socks[slot] = nil
+			if slot < DialSlots(len(c.socks)) {
+				c.dialFree = append(c.dialFree, slot)
+			}
+		}
+		c.releaseFramesLocked(drop)
+		c.mu.Unlock()
+	}
+	return work
+}
+
+const connectCookie = 1 << 63
+
+// ---- API ----
+
+// Dial opens a connection to remote (zero-RTT: it returns as soon as the
+// command is on the ring; a refusal by the daemon surfaces on Read/Write).
+func (c *Client) Dial(remote netip.AddrPort, opts DialOptions) (*ClientSock, error) {
+	aux, ok := PackAddr(remote)
+	if !ok || remote.Port() == 0 {
+		return nil, fmt.Errorf("%w: %v is not an IPv4 address and port", ErrProtocol, remote)
+	}
+	c.mu.Lock()
+	if len(c.dialFree) == 0 {
+		c.mu.Unlock()
+		return nil, ErrNoSlot
+	}
+	slot := c.dialFree[len(c.dialFree)-1]
+	c.dialFree = c.dialFree[:len(c.dialFree)-1]
+	s := newClientSock(c, slot, remote, 0, int(c.end.Sockets[slot].RX.Spec().Slots))
+	c.socks[slot] = s
+	c.mu.Unlock()
+	var ds [5]ring.Desc
+	cmds := opts.OptionDescs(ds[:0], uint32(slot))
+	cmds = append(cmds, ring.Desc{Frame: ring.NoFrame, Conn: uint32(slot), Op: ring.OpConnect, Aux: aux, Cookie: connectCookie | uint64(slot)})
+	if err := c.produceCmd(cmds); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ClientListener receives the connections ndpd accepted on a port.
+type ClientListener struct {
+	c      *Client
+	port   uint16
+	q      chan *ClientSock
+	done   chan struct{}
+	closed atomic.Bool
+}
+
+// Listen asks ndpd to accept connections on port for this application.
+func (c *Client) Listen(port uint16) (*ClientListener, error) {
+	l := &ClientListener{c: c, port: port, q: make(chan *ClientSock, len(c.socks)), done: make(chan struct{})}
+	c.mu.Lock()
+	if c.listeners[port] != nil {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("ndpd: listen %d: %w", port, StatusPortInUse.Err())
+	}
+	c.listeners[port] = l
+	c.mu.Unlock()
+	st, err := c.request(ring.Desc{Frame: ring.NoFrame, Op: ring.OpListen, Aux: uint64(port)})
+	if err == nil {
+		err = st.Err()
+	}
+	if err != nil {
+		c.mu.Lock()
+		delete(c.listeners, port)
+		c.mu.Unlock()
+		return nil, fmt.Errorf("ndpd: listen %d: %w", port, err)
+	}
+	return l, nil
+}
+
+// Port returns the listened port.
+func (l *ClientListener) Port() uint16 { return l.port }
+
+func (l *ClientListener) push(s *ClientSock) bool {
+	if l.closed.Load() {
+		return false
+	}
+	select {
+	case l.q <- s:
+		return true
+	default:
+		return false
+	}
+}
+
+// Accept returns the next accepted connection. It returns net.ErrClosed
+// after Close, ErrDaemonGone when the daemon stops, os.ErrDeadlineExceeded
+// when deadline (if non-zero) passes, ErrCanceled when cancel closes.
+func (l *ClientListener) Accept(deadline time.Time, cancel <-chan struct{}) (*ClientSock, error) {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case s := <-l.q:
+		return s, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	case <-l.c.gone:
+		return nil, l.c.goneErr()
+	case <-timeout:
+		return nil, errDeadline
+	case <-cancel:
+		return nil, ErrCanceled
+	}
+}
+
+// Close stops listening; queued connections are aborted.
+func (l *ClientListener) Close() error {
+	if l.closed.Swap(true) {
+		return net.ErrClosed
+	}
+	close(l.done)
+	c := l.c
+	st, err := c.request(ring.Desc{Frame: ring.NoFrame, Op: OpUnlisten, Aux: uint64(l.port)})
+	c.mu.Lock()
+	delete(c.listeners, l.port)
+	c.mu.Unlock()
+	for {
+		select {
+		case s := <-l.q:
+			s.Abort()
+			continue
+		default:
+		}
+		break
+	}
+	if err != nil {
+		return err
+	}
+	return st.Err()
+}
+
+var (
+	errDeadline = os.ErrDeadlineExceeded
+	// ErrCanceled: the caller's cancel channel closed while waiting.
+	ErrCanceled = errors.New("ndpd: canceled")
+)

@@ -1,0 +1,330 @@
+package daemon
+
+import (
+	"io"
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+// ClientSock is one connection of an attached application: a socket slot
+// of its region. Read and Write may run concurrently (one reader and one
+// writer at a time, as with net.Conn); Close and Abort unblock both.
+type ClientSock struct {
+	c      *Client
+	slot   int
+	remote netip.AddrPort
+	port   uint16 // listened port it was accepted on (0 for dialed)
+
+	mu      sync.Mutex
+	q       []ring.Desc // RX descriptors moved off the ring by the poller, not yet read
+	qHead   int
+	qLen    int
+	off     int   // bytes of q[qHead] already read
+	failErr error // the daemon refused the connect
+	closed  bool
+	notify  chan struct{} // poller → reader: descriptors arrived (cap 1)
+	closeCh chan struct{}
+}
+
+func newClientSock(c *Client, slot int, remote netip.AddrPort, port uint16, slots int) *ClientSock {
+	return &ClientSock{c: c, slot: slot, remote: remote, port: port,
+		q: make([]ring.Desc, slots), notify: make(chan struct{}, 1), closeCh: make(chan struct{})}
+}
+
+// Remote returns the peer's address; LocalPort the listened port (accepted
+// connections) or 0.
+func (s *ClientSock) Remote() netip.AddrPort { return s.remote }
+func (s *ClientSock) LocalPort() uint16      { return s.port }
+
+func (s *ClientSock) wake() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// fill (poller) moves descriptors from RX(slot) into the socket's queue,
+// as many as the queue has room for (it is as large as the ring). At the
+// OpSlotFree marker the slot's life is over: fill consumes the marker and
+// returns freed with every data descriptor still queued, to be released.
+func (s *ClientSock) fill(rx *ring.Consumer) (work, freed bool, drop []ring.Desc) {
+	s.mu.Lock()
+	room := len(s.q) - s.qLen
+	var buf [64]ring.Desc
+	n, _ := rx.Peek(buf[:min(room+1, len(buf))])
+	used := 0
+	for ; used < n; used++ {
+		if buf[used].Op == OpSlotFree {
+			freed = true
+			used++
+			break
+		}
+		if s.closed {
+			// Nobody will read: hand the frame straight back so the daemon
+			// can get to the marker.
+			if buf[used].Op == ring.OpData {
+				drop = append(drop, buf[used])
+			}
+			continue
+		}
+		if s.qLen == len(s.q) {
+			break
+		}
+		s.q[(s.qHead+s.qLen)%len(s.q)] = buf[used]
+		s.qLen++
+	}
+	rx.Release(used)
+	s.mu.Unlock()
+	if freed {
+		drop = append(drop, s.takeAll()...)
+	}
+	if used > 0 {
+		s.wake()
+	}
+	return used > 0, freed, drop
+}
+
+// takeAll empties the queue and returns its data descriptors so their
+// frames go back to the daemon.
+func (s *ClientSock) takeAll() []ring.Desc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ring.Desc
+	for ; s.qLen > 0; s.qLen-- {
+		if d := s.q[s.qHead]; d.Op == ring.OpData {
+			out = append(out, d)
+		}
+		s.qHead = (s.qHead + 1) % len(s.q)
+	}
+	return out
+}
+
+func (s *ClientSock) fail(err error) {
+	s.mu.Lock()
+	if s.failErr == nil {
+		s.failErr = err
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// wait blocks until woken, the deadline, cancel, Close or the daemon's
+// exit; it spins for SpinFor first (the data usually arrives within a few
+// microseconds of a request when both sides are busy).
+//
+// maxWait > 0 bounds the park (a shared signal such as framesAvail wakes
+// one of several waiters; the others look again after maxWait).
+func (s *ClientSock) wait(ch <-chan struct{}, ready func() bool, deadline time.Time, cancel <-chan struct{}, maxWait time.Duration) error {
+	if spin := s.c.cfg.SpinFor; spin > 0 {
+		start := time.Now()
+		for time.Since(start) < spin {
+			if ready() {
+				return nil
+			}
+			runtime.Gosched()
+		}
+	}
+	var timeout, recheck <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if d <= 0 {
+			return errDeadline
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
+	if maxWait > 0 {
+		t := time.NewTimer(maxWait)
+		defer t.Stop()
+		recheck = t.C
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-recheck:
+		return nil
+	case <-s.closeCh:
+		return net.ErrClosed
+	case <-s.c.gone:
+		return s.c.goneErr()
+	case <-timeout:
+		return errDeadline
+	case <-cancel:
+		return ErrCanceled
+	}
+}
+
+// Read copies received bytes into p. It returns io.EOF after the peer's
+// FIN, the connection's error (ndp sentinels: reset, refused, deadline
+// unmeetable, timeout) once it failed, net.ErrClosed after Close,
+// ErrDaemonGone when ndpd stopped, os.ErrDeadlineExceeded at the deadline.
+func (s *ClientSock) Read(p []byte, deadline time.Time, cancel <-chan struct{}) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		n, rel, err, ok := s.readQueued(p)
+		if len(rel) > 0 {
+			s.c.mu.Lock()
+			s.c.releaseFramesLocked(rel)
+			s.c.mu.Unlock()
+		}
+		if ok {
+			return n, err
+		}
+		select {
+		case <-s.c.gone:
+			return 0, s.c.goneErr()
+		default:
+		}
+		if err := s.wait(s.notify, s.readable, deadline, cancel, 0); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (s *ClientSock) readable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.qLen > 0 || s.failErr != nil || s.closed
+}
+
+// readQueued serves a Read from the queue; ok=false means nothing to return yet.
+func (s *ClientSock) readQueued(p []byte) (n int, rel []ring.Desc, err error, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, nil, net.ErrClosed, true
+	}
+	for s.qLen > 0 && n < len(p) {
+		d := &s.q[s.qHead]
+		if d.Op == OpEnd {
+			if n > 0 {
+				break
+			}
+			if st := Status(d.Aux); st != StatusOK {
+				return 0, rel, st.Err(), true
+			}
+			return 0, rel, io.EOF, true
+		}
+		data := s.c.buf.Data(d)
+		if data == nil || s.off > len(data) {
+			data = nil // a descriptor the daemon should never send: skip it
+		} else {
+			data = data[s.off:]
+		}
+		k := copy(p[n:], data)
+		n += k
+		s.off += k
+		if k == len(data) {
+			rel = append(rel, *d)
+			s.off = 0
+			s.qHead = (s.qHead + 1) % len(s.q)
+			s.qLen--
+		}
+	}
+	if n > 0 {
+		return n, rel, nil, true
+	}
+	if s.failErr != nil {
+		return 0, rel, s.failErr, true
+	}
+	return 0, rel, nil, false
+}
+
+// Write copies p into frames of the application's partition and publishes
+// them on TX(slot). It blocks while the partition or the TX ring is full
+// (the daemon hands frames back as the transport takes the bytes).
+func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{}) (int, error) {
+	c := s.c
+	fs := int(c.layout.FrameSize)
+	total := 0
+	var frames [32]uint32
+	var ds [32]ring.Desc
+	for len(p) > 0 {
+		s.mu.Lock()
+		closed, failErr := s.closed, s.failErr
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return total, net.ErrClosed
+		case failErr != nil:
+			return total, failErr
+		}
+		select {
+		case <-c.gone:
+			return total, c.goneErr()
+		default:
+		}
+		c.mu.Lock()
+		tx := c.end.Sockets[s.slot].TX
+		free, err := tx.Free()
+		if err != nil {
+			c.mu.Unlock()
+			return total, ErrProtocol
+		}
+		want := min((len(p)+fs-1)/fs, free, len(frames))
+		got := c.frames.Pop(frames[:want])
+		for i := 0; i < got; i++ {
+			k := copy(c.buf.Frame(frames[i]), p)
+			ds[i] = ring.Desc{Frame: frames[i], Len: uint16(k), Conn: uint32(s.slot), Op: ring.OpData}
+			p = p[k:]
+			total += k
+		}
+		if got > 0 {
+			tx.Produce(ds[:got]) // cannot be short: got <= Free()
+			c.end.Notifier.Notify()
+		}
+		c.mu.Unlock()
+		if got == 0 {
+			if err := s.wait(c.framesAvail, c.framesFree, deadline, cancel, time.Millisecond); err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// framesFree reports whether the partition has a free frame (spin check).
+func (c *Client) framesFree() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frames.Len() > 0
+}
+
+// CloseWrite sends FIN after the data written so far.
+func (s *ClientSock) CloseWrite() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return net.ErrClosed
+	}
+	return s.c.produceCmd([]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(s.slot), Op: OpCloseWrite}})
+}
+
+// Close hands the connection back to the daemon: graceful (FIN after the
+// queued data) if the peer's stream ended, an abort otherwise, as TCP does
+// on close with unread data. Blocked Read and Write return net.ErrClosed.
+func (s *ClientSock) Close() error { return s.shut(ring.OpClose) }
+
+// Abort resets the connection (the peer sees ErrConnReset).
+func (s *ClientSock) Abort() error { return s.shut(OpAbort) }
+
+func (s *ClientSock) shut(op ring.Op) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return net.ErrClosed
+	}
+	s.closed = true
+	close(s.closeCh)
+	s.mu.Unlock()
+	return s.c.produceCmd([]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(s.slot), Op: op}})
+}

@@ -1,0 +1,501 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+// Config configures a Core. The zero value of every field selects the
+// documented default; NewCore fills defaults and validates.
+type Config struct {
+	// Pool is the shared buffer area the applications map: Frames (default
+	// 8192) of FrameSize bytes (default 2048), DaemonFrames for RX (default
+	// Frames/2), and one TX partition of AppFrames (default 256) per attached
+	// application (so at most (Frames-DaemonFrames)/AppFrames applications).
+	Pool ring.PoolConfig
+	// Region sizes each application's region (socket slots and ring sizes);
+	// see ring.RegionConfig. Default Sockets is 64 (32 dial + 32 accept slots).
+	Region ring.RegionConfig
+	// SpinFor is how long the core keeps polling after its last useful work
+	// before it sleeps (adaptive polling). Default 50us; negative = sleep as
+	// soon as there is nothing to do.
+	SpinFor time.Duration
+	// MaxSleep bounds one sleep. Default 10ms.
+	MaxSleep time.Duration
+	// DrainTimeout bounds the graceful drain (Drain): open connections get
+	// this long to finish before the core stops anyway. Default 5s.
+	DrainTimeout time.Duration
+	// Logger receives setup, teardown and rare events (never per packet).
+	// nil = no logs.
+	Logger *zap.Logger
+}
+
+func (c *Config) populate() {
+	if c.Pool.Frames == 0 {
+		c.Pool.Frames = 8192
+	}
+	if c.Pool.FrameSize == 0 {
+		c.Pool.FrameSize = 2048
+	}
+	if c.Region.Sockets == 0 {
+		c.Region.Sockets = 64
+	}
+	if c.SpinFor == 0 {
+		c.SpinFor = 50 * time.Microsecond
+	}
+	if c.MaxSleep == 0 {
+		c.MaxSleep = 10 * time.Millisecond
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 5 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Region.Sockets < 2:
+		return fmt.Errorf("%w: Region.Sockets %d < 2 (one dial and one accept slot)", ring.ErrBadConfig, c.Region.Sockets)
+	case c.MaxSleep < 0 || c.DrainTimeout < 0:
+		return fmt.Errorf("%w: negative MaxSleep or DrainTimeout", ring.ErrBadConfig)
+	}
+	return nil
+}
+
+// CoreStats counts the core loop's own events (read through Status).
+type CoreStats struct {
+	Loops           uint64 // loop iterations
+	Sleeps          uint64 // times the core went to sleep
+	RXPoolEmpty     uint64 // RX delivery deferred: daemon partition exhausted
+	AcceptsUnrouted uint64 // inbound connections for a port nobody listens on
+	AppsAttached    uint64 // applications attached since start
+	AppsReclaimed   uint64 // applications whose resources were reclaimed
+}
+
+type connRef struct {
+	s    *session
+	slot int
+}
+
+// Core is the daemon's engine room: one goroutine (Run) owns the buffer
+// pool, every attached application's rings and the transport. Other
+// goroutines (the control socket) talk to it only through requests
+// (Attach, Detach, Status, Drain), which wake it through a doorbell.
+type Core struct {
+	cfg  Config
+	log  *zap.Logger
+	tr   Transport
+	pool *ring.Pool
+	buf  *ring.BufferArea
+
+	sessions  []*session
+	byApp     map[ring.AppID]*session
+	listeners map[uint16]*session
+	conns     map[ConnID]connRef
+
+	reqs     chan request
+	doorbell int // eventfd: requests wake a sleeping core
+	stopped  chan struct{}
+	running  atomic.Bool
+
+	draining   bool
+	drainUntil time.Time
+	started    time.Time
+	stats      CoreStats
+
+	cmdBuf   [64]ring.Desc
+	txBuf    [64]ring.Desc
+	relBuf   [256]ring.Desc
+	rxBuf    [64]ring.Desc
+	rxFrames [64]uint32
+	complBuf [256]ring.Desc
+	evBuf    [64]TransportEvent
+	waiter   multiWaiter
+}
+
+// NewCore builds a core over tr: the shared buffer area (a sealed memfd
+// every application maps) and its pool.
+func NewCore(cfg Config, tr Transport) (*Core, error) {
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pool, err := ring.NewPool(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	pc := pool.Config()
+	buf, err := ring.NewBufferArea(pc.Frames, pc.FrameSize)
+	if err != nil {
+		return nil, err
+	}
+	db, err := newDoorbell()
+	if err != nil {
+		buf.Close()
+		return nil, err
+	}
+	return &Core{
+		cfg: cfg, log: cfg.Logger, tr: tr, pool: pool, buf: buf,
+		byApp:     make(map[ring.AppID]*session),
+		listeners: make(map[uint16]*session),
+		conns:     make(map[ConnID]connRef),
+		reqs:      make(chan request, 64),
+		doorbell:  db,
+		stopped:   make(chan struct{}),
+	}, nil
+}
+
+// BufferFD is the shared buffer area's memfd (sent in every Attachment).
+func (c *Core) BufferFD() int { return c.buf.FD() }
+
+func (c *Core) bind(conn ConnID, s *session, slot int) { c.conns[conn] = connRef{s, slot} }
+func (c *Core) unbind(conn ConnID)                     { delete(c.conns, conn) }
+
+// request is a message from another goroutine to the core.
+type request struct {
+	kind    reqKind
+	peer    PeerCred
+	app     ring.AppID
+	onDeath func() // attach: close the app's control connection
+	reply   chan reply
+}
+
+type reqKind uint8
+
+const (
+	reqAttach reqKind = iota + 1
+	reqDetach
+	reqStatus
+	reqDrain
+)
+
+type reply struct {
+	att    ring.Attachment
+	app    ring.AppID
+	status Snapshot
+	err    error
+}
+
+// ErrStopped: the core is not running (it stopped, or never started).
+var ErrStopped = errors.New("ndpd: core stopped")
+
+func (c *Core) call(r request) (reply, error) {
+	r.reply = make(chan reply, 1)
+	select {
+	case c.reqs <- r:
+	case <-c.stopped:
+		return reply{}, ErrStopped
+	}
+	ringDoorbell(c.doorbell)
+	select {
+	case rep := <-r.reply:
+		return rep, rep.err
+	case <-c.stopped:
+		return reply{}, ErrStopped
+	}
+}
+
+// Attach registers a new application (from the control socket, after its
+// credentials were checked): a partition of the pool and a region. The
+// caller sends the returned attachment (duplicated descriptors, which the
+// caller closes after sending) to the application. onDeath
+// is called (from the core goroutine) if the core drops the application
+// on its own (a corrupt ring, shutdown): it must close the control
+// connection.
+func (c *Core) Attach(peer PeerCred, onDeath func()) (ring.AppID, ring.Attachment, error) {
+	rep, err := c.call(request{kind: reqAttach, peer: peer, onDeath: onDeath})
+	return rep.app, rep.att, err
+}
+
+// Detach reclaims everything of app (its control connection closed: it
+// exited or died): its connections are aborted, its frames and partition
+// return to the pool, its region is unmapped.
+func (c *Core) Detach(app ring.AppID) error {
+	_, err := c.call(request{kind: reqDetach, app: app})
+	return err
+}
+
+// Status returns a snapshot of the core (pool accounting, applications,
+// counters).
+func (c *Core) Status() (Snapshot, error) {
+	rep, err := c.call(request{kind: reqStatus})
+	return rep.status, err
+}
+
+// Drain stops taking new applications, connections and listeners; Run
+// returns once every application slot is closed or DrainTimeout passed.
+func (c *Core) Drain() error {
+	_, err := c.call(request{kind: reqDrain})
+	return err
+}
+
+// Stopped is closed when Run returns.
+func (c *Core) Stopped() <-chan struct{} { return c.stopped }
+
+func (c *Core) handle(r request, now time.Time) {
+	var rep reply
+	switch r.kind {
+	case reqAttach:
+		rep.app, rep.att, rep.err = c.attach(r.peer, r.onDeath, now)
+	case reqDetach:
+		if s := c.byApp[r.app]; s != nil {
+			c.reclaim(s, "control connection closed")
+		}
+	case reqStatus:
+		rep.status = c.status(now)
+	case reqDrain:
+		if !c.draining {
+			c.draining = true
+			c.drainUntil = now.Add(c.cfg.DrainTimeout)
+			for port, s := range c.listeners {
+				c.unlisten(s, port)
+			}
+			c.log.Info("draining", zap.Duration("timeout", c.cfg.DrainTimeout), zap.Int("open_sockets", c.openSockets()))
+		}
+	}
+	r.reply <- rep
+}
+
+func (c *Core) attach(peer PeerCred, onDeath func(), now time.Time) (ring.AppID, ring.Attachment, error) {
+	var att ring.Attachment
+	if c.draining {
+		return 0, att, ErrDraining
+	}
+	app, part, err := c.pool.AttachApp()
+	if err != nil {
+		return 0, att, err
+	}
+	pc := c.pool.Config()
+	region, err := ring.CreateRegion(c.cfg.Region, app, ring.BufferGeometry{FrameSize: pc.FrameSize, Frames: pc.Frames, Part: part})
+	if err != nil {
+		c.pool.Reclaim(app)
+		return 0, att, err
+	}
+	end, err := region.DaemonEnd()
+	var flag sleepFlag
+	if err == nil {
+		flag, err = mapSleepFlag(region.FD())
+	}
+	if err == nil {
+		att, err = dupAttachment(region.Attachment(c.buf.FD()))
+	}
+	if err != nil {
+		flag.unmap()
+		region.Close()
+		c.pool.Reclaim(app)
+		return 0, att, err
+	}
+	s := newSession(app, region, end, peer, now)
+	s.sleep = flag
+	s.wakeFD = region.Attachment(-1).WakeDaemon
+	s.onDeath = onDeath
+	c.sessions = append(c.sessions, s)
+	c.byApp[app] = s
+	c.stats.AppsAttached++
+	c.log.Info("application attached", zap.Uint32("app", uint32(app)), zap.Int32("pid", peer.PID), zap.Uint32("uid", peer.UID), zap.Uint32("gid", peer.GID))
+	return app, att, nil
+}
+
+// killSession drops an application that broke the ring protocol.
+func (c *Core) killSession(s *session, err error) {
+	c.log.Warn("dropping application", zap.Uint32("app", uint32(s.app)), zap.Error(err))
+	c.reclaim(s, err.Error())
+}
+
+// reclaim aborts every connection of s, returns its frames and partition to
+// the pool and unmaps its region. Afterwards pool.Stats() is as if s never
+// attached.
+func (c *Core) reclaim(s *session, why string) {
+	if s.dead {
+		return
+	}
+	s.dead = true
+	for slot := range s.socks {
+		so := &s.socks[slot]
+		if so.state == sockBound {
+			c.unbind(so.conn)
+			c.tr.Abort(so.conn)
+		}
+		if so.headChecked {
+			s.completed = append(s.completed, so.headFrame)
+		}
+	}
+	// Frames the daemon held in flight go back to the partition (the app is
+	// gone, nobody reads the completion ring).
+	if len(s.completed) > 0 {
+		c.pool.CompleteTX(s.app, s.completed)
+		s.completed = s.completed[:0]
+	}
+	for _, port := range append([]uint16(nil), s.ports...) {
+		c.unlisten(s, port)
+	}
+	rep, err := c.pool.Reclaim(s.app)
+	s.sleep.unmap()
+	s.region.Close()
+	delete(c.byApp, s.app)
+	for i, x := range c.sessions {
+		if x == s {
+			c.sessions = append(c.sessions[:i], c.sessions[i+1:]...)
+			break
+		}
+	}
+	c.stats.AppsReclaimed++
+	fields := []zap.Field{zap.Uint32("app", uint32(s.app)), zap.Int32("pid", s.peer.PID), zap.String("why", why),
+		zap.Uint32("lent", rep.Lent), zap.Uint32("app_owned", rep.AppOwned), zap.Uint32("in_flight", rep.InFlight)}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	if aerr := c.pool.Audit(); aerr != nil {
+		fields = append(fields, zap.NamedError("audit", aerr))
+		c.log.Error("application reclaimed, pool audit failed", fields...)
+	} else {
+		c.log.Info("application reclaimed", fields...)
+	}
+	if s.onDeath != nil {
+		s.onDeath()
+	}
+}
+
+func (c *Core) openSockets() int {
+	n := 0
+	for _, s := range c.sessions {
+		for i := range s.socks {
+			if s.socks[i].state != sockFree {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Run is the core loop. It runs on the calling goroutine until Drain
+// finishes (or Stop), then aborts what is left, reclaims every application
+// and returns. Adaptive polling: after SpinFor without work it sleeps on
+// every application's doorbell, the request doorbell and the transport's
+// descriptor, at most until the transport's next timer.
+func (c *Core) Run() error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("ndpd: core already running")
+	}
+	defer close(c.stopped)
+	defer c.shutdown()
+	c.started = time.Now()
+	lastWork := c.started
+	for {
+		now := time.Now()
+		work := false
+		select {
+		case r := <-c.reqs:
+			c.handle(r, now)
+			work = true
+		default:
+		}
+		if c.draining && (c.openSockets() == 0 || now.After(c.drainUntil)) {
+			c.log.Info("drain finished", zap.Int("open_sockets", c.openSockets()))
+			return nil
+		}
+		if c.tr.Poll() {
+			work = true
+		}
+		if c.transportEvents() {
+			work = true
+		}
+		for i := 0; i < len(c.sessions); i++ {
+			s := c.sessions[i]
+			w := c.pollSession(s)
+			if s.dead {
+				i--
+				continue
+			}
+			if s.produced {
+				s.produced = false
+				s.end.Notifier.Notify()
+			}
+			work = work || w
+		}
+		c.stats.Loops++
+		if work {
+			lastWork = now
+			continue
+		}
+		if c.cfg.SpinFor > 0 && now.Sub(lastWork) < c.cfg.SpinFor {
+			continue
+		}
+		c.stats.Sleeps++
+		c.sleep()
+		lastWork = time.Now()
+	}
+}
+
+// pollSession runs one batch of every ring of s.
+func (c *Core) pollSession(s *session) bool {
+	w := c.flushBacklog(s)
+	w = c.pollCommands(s) || w
+	if s.dead {
+		return true
+	}
+	w = c.pollReleases(s) || w
+	if s.dead {
+		return true
+	}
+	w = c.pollTX(s) || w
+	if s.dead {
+		return true
+	}
+	w = c.pollRX(s) || w
+	return w
+}
+
+func (c *Core) flushBacklog(s *session) bool { return s.flushBacklog() }
+
+// transportEvents dispatches the transport's connection events.
+func (c *Core) transportEvents() bool {
+	n := c.tr.Events(c.evBuf[:])
+	for i := 0; i < n; i++ {
+		ev := &c.evBuf[i]
+		if ev.Kind == TEAccepted {
+			if c.draining {
+				c.tr.Abort(ev.Conn)
+				continue
+			}
+			c.accept(ev)
+			continue
+		}
+		ref, ok := c.conns[ev.Conn]
+		if !ok {
+			continue // a connection the app already let go
+		}
+		so := &ref.s.socks[ref.slot]
+		switch ev.Kind {
+		case TEReadable:
+			so.readable = true
+		case TEClosed:
+			// Read reports the rest of the stream and the error; a blocked
+			// Write is retried so that it sees the error too.
+			so.readable, so.blocked = true, false
+		case TEWritable:
+			so.blocked = false
+		}
+	}
+	return n > 0
+}
+
+// shutdown aborts every connection and reclaims every application.
+func (c *Core) shutdown() {
+	for len(c.sessions) > 0 {
+		c.reclaim(c.sessions[0], "daemon stopping")
+	}
+	if err := c.pool.Audit(); err != nil {
+		c.log.Error("pool audit at shutdown", zap.Error(err))
+	}
+	closeFD(c.doorbell)
+	c.buf.Close()
+}

@@ -1,0 +1,116 @@
+// Package daemon is ndpd's engine room and its client: the ring protocol
+// between the NDP core process and the applications attached to it (NDP
+// paper, section 4: "passing commands such as connect and listen via a
+// communications ring buffer, and data for each active socket via three
+// ring buffers: RX, TX and RTX, and a shared buffer pool").
+//
+// # Processes and goroutines
+//
+//	 application process                              ndpd
+//	┌──────────────────────────────┐           ┌───────────────────────────────────┐
+//	│ API goroutines (under mu):   │  region   │ Core.Run (one goroutine) owns:    │
+//	│   Cmd, TX(slot), Releases ───┼──────────▶│   every session's DaemonEnd,      │
+//	│ poller goroutine owns:       │           │   the ring.Pool ledger,           │
+//	│   Events, Completions,       │◀──────────┼─  the Transport (engine Stack)    │
+//	│   RX(slot), Waiter           │           │ Server: one goroutine per control │
+//	│ watchControl: EOF = gone     │◀─ control ┼─  connection (SO_PEERCRED, attach,│
+//	└──────────────────────────────┘  socket   │  status, death → Core.Detach)     │
+//	                                           └───────────────────────────────────┘
+//
+// The control socket (SOCK_SEQPACKET, server_linux.go) carries only setup:
+// credentials, the ring.Attachment (region memfd, two eventfds, buffer
+// memfd), status queries, and its closing, which is how each side learns
+// the other died. Everything else moves through the region's rings.
+//
+// # Rings, owners, fields
+//
+// Every ring is ring package's SPSC ring: one producer goroutine in one
+// process, one consumer goroutine in the other, release/acquire on the
+// index words (ring/ring.go has the ordering argument). Ownership here:
+//
+//	ring          producer (goroutine)              consumer (goroutine)
+//	cmd           app, any API goroutine under mu   Core.Run
+//	event         Core.Run                          app poller
+//	completion    Core.Run                          app poller
+//	release       app, API goroutine or poller, mu  Core.Run
+//	TX(slot)      app, the writer under mu          Core.Run
+//	RTX(slot)     unused (see below)                Core.Run never reads it
+//	RX(slot)      Core.Run                          app poller
+//
+// Descriptor use (ring.Desc; unused fields zero, Frame = NoFrame when no buffer):
+//
+//	cmd:   OpConnect    Conn=dial slot, Aux=PackAddr(remote), Cookie=connectCookie|slot → OpReply
+//	       OpSetOption  Conn=dial slot, Flags=Opt*, Aux=value (before OpConnect; no reply)
+//	       OpListen     Aux=port, Cookie=request id → OpReply
+//	       OpUnlisten   Aux=port, Cookie=request id → OpReply
+//	       OpCloseWrite Conn=slot: FIN once the data already on TX(slot) is written
+//	       OpClose      Conn=slot: Release once TX(slot) is written → OpSlotFree on RX(slot)
+//	       OpAbort      Conn=slot: reset now, discard TX(slot) → OpSlotFree on RX(slot)
+//	event: OpReply      Conn=slot, Cookie=request's, Aux=Status
+//	       EvAccepted   Conn=accept slot, Aux=PackAddr(remote), Cookie=local port, Flags=priority
+//	TX:    OpData       Frame in the app's partition, Off/Len = payload
+//	RX:    OpData       Frame lent from the daemon partition, Off/Len = payload
+//	       OpEnd        Aux=Status: end of the receive stream (StatusOK = EOF)
+//	       OpSlotFree   last descriptor of the slot's life
+//	completion: Frame of a TX descriptor the daemon is done with
+//	release:    Frame of an RX descriptor the app has read
+//
+// Ordering across rings: Go's atomics are sequentially consistent, so a
+// consumer that has seen descriptor B on ring 2, which the producer
+// published after descriptor A on ring 1, also sees A. The daemon relies on
+// it for "close after data" (OpClose on cmd after the data on TX(slot)),
+// the app for "data before the marker" (OpSlotFree after OpData on RX).
+//
+// # Slots
+//
+// A region's n socket slots are split: [0, n/2) the app allocates for
+// dials, [n/2, n) the daemon allocates for accepts. A dial needs no round
+// trip (zero-RTT: the app puts OpConnect on the cmd ring and its first data
+// on TX(slot) right away; a refusal comes back as OpReply with an error).
+// A slot's life always ends with the app's OpClose or OpAbort and the
+// daemon's OpSlotFree on RX(slot); the daemon reuses an accept slot only
+// when RX(slot) is empty, so no stale descriptor can reach the next tenant.
+//
+// # Data path and buffers
+//
+// The buffer area is a sealed memfd the daemon creates (ring.NewBufferArea)
+// and every app maps; ring.Pool is the ledger. It is not the AF_XDP UMEM:
+// the ndp endpoint copies payload into its per-connection send buffer on
+// Write and out of its receive buffer on Read, so sharing the UMEM would
+// save no copy and would show every app every other app's packets. Per
+// message: the app copies into its own partition frames (TX), the daemon
+// validates each descriptor (pool.CheckTX: bounds and ownership) and writes
+// the bytes to the transport, then returns the frame on the completion
+// ring; the daemon reads received bytes into daemon frames, produces them
+// on RX(slot) and lends them (pool.Lend); the app copies them out and
+// releases them. RTX rings stay unused: retransmission (NACK → RTX queue,
+// RTO) is the ndp endpoint's job inside the daemon, which still holds the
+// bytes in its send buffer.
+//
+// Backpressure everywhere instead of drops: a full TX ring or an empty
+// partition blocks the writer until completions come back; a full send
+// buffer in the transport leaves the head TX descriptor in the ring until
+// TEWritable; a full RX ring or an empty daemon partition leaves the bytes
+// in the transport's receive buffer, whose flow control stops the pulls;
+// a full event ring stops the daemon reading that app's commands.
+//
+// # Sleeping
+//
+// Both sides poll adaptively: spin (Config.SpinFor / ClientConfig.SpinFor)
+// after the last useful work, then sleep on eventfds with ring's wakeup
+// protocol. The app's poller uses its region's ring.Waiter; the core sleeps
+// on all regions at once (wait_linux.go) plus a doorbell for control
+// requests and the transport's descriptor, bounded by its next timer.
+//
+// # Death and shutdown
+//
+// An application's death closes its control connection; the server calls
+// Core.Detach, and the core aborts the app's connections, unlistens its
+// ports, completes frames it held in flight, pool.Reclaim's its partition
+// and lent frames, unmaps its region and audits the ledger. A region whose
+// ring indices the app corrupted is dropped the same way. On Drain the core
+// refuses new apps, dials and listens, unlistens everything, waits for the
+// open slots to close (at most DrainTimeout), then reclaims everything;
+// the server then closes every control connection, and each client turns
+// EOF into ErrDaemonGone for every blocked and later call.
+package daemon

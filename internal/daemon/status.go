@@ -1,0 +1,82 @@
+package daemon
+
+import (
+	"time"
+
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+// PeerCred is an application's credentials as the kernel reported them on
+// the control socket (SO_PEERCRED).
+type PeerCred struct {
+	PID int32  `json:"pid"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+}
+
+// Snapshot is the operator's view of a running core: what `ndpd status`
+// prints. It is plain data (JSON-encodable).
+type Snapshot struct {
+	Uptime   time.Duration  `json:"uptime_ns"`
+	Draining bool           `json:"draining"`
+	Pool     ring.PoolStats `json:"pool"`
+	// PoolRejects are the pool's counters of refused descriptors.
+	PoolRejects PoolRejects `json:"pool_rejects"`
+	// PoolAudit is "" when the pool ledger is consistent, else the first
+	// inconsistency (a daemon bug).
+	PoolAudit string      `json:"pool_audit"`
+	Core      CoreStats   `json:"core"`
+	Apps      []AppStatus `json:"apps"`
+	Listening []uint16    `json:"listening"`
+}
+
+// PoolRejects mirrors ring.PoolCounters as plain numbers.
+type PoolRejects struct {
+	Range, NotOwned, Length, Stale, DoubleFree uint64
+}
+
+// AppStatus is one attached application.
+type AppStatus struct {
+	App         uint32          `json:"app"`
+	Peer        PeerCred        `json:"peer"`
+	Attached    time.Time       `json:"attached"`
+	OpenSockets int             `json:"open_sockets"`
+	Listening   []uint16        `json:"listening"`
+	Counters    SessionCounters `json:"counters"`
+}
+
+// status builds a snapshot (core goroutine; O(frames) for the audit, which
+// is fine at an operator's pace).
+func (c *Core) status(now time.Time) Snapshot {
+	pc := c.pool.Counters()
+	snap := Snapshot{
+		Uptime:   now.Sub(c.started),
+		Draining: c.draining,
+		Pool:     c.pool.Stats(),
+		PoolRejects: PoolRejects{
+			Range: pc.RejectedRange.Load(), NotOwned: pc.RejectedNotOwned.Load(), Length: pc.RejectedLength.Load(),
+			Stale: pc.RejectedStale.Load(), DoubleFree: pc.DoubleFree.Load(),
+		},
+		Core: c.stats,
+		Apps: make([]AppStatus, 0, len(c.sessions)),
+	}
+	if err := c.pool.Audit(); err != nil {
+		snap.PoolAudit = err.Error()
+	}
+	for port := range c.listeners {
+		snap.Listening = append(snap.Listening, port)
+	}
+	for _, s := range c.sessions {
+		open := 0
+		for i := range s.socks {
+			if s.socks[i].state != sockFree {
+				open++
+			}
+		}
+		snap.Apps = append(snap.Apps, AppStatus{
+			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open,
+			Listening: append([]uint16(nil), s.ports...), Counters: s.counters,
+		})
+	}
+	return snap
+}
