@@ -453,4 +453,3 @@ func TestDrainLetsConnectionsFinish(t *testing.T) {
 		t.Fatal("read after drain succeeded")
 	}
 }
-

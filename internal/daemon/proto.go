@@ -15,10 +15,10 @@ import (
 // travels on, and the meaning of every descriptor field, is in doc.go.
 const (
 	// Commands, app → daemon on the cmd ring.
-	OpUnlisten  ring.Op = ring.OpEngineBase + 0x00 // Aux = port; replied
-	OpAbort     ring.Op = ring.OpEngineBase + 0x01 // Conn = slot; not replied (EvSlotFree follows)
+	OpUnlisten   ring.Op = ring.OpEngineBase + 0x00 // Aux = port; replied
+	OpAbort      ring.Op = ring.OpEngineBase + 0x01 // Conn = slot; not replied (EvSlotFree follows)
 	OpCloseWrite ring.Op = ring.OpEngineBase + 0x02 // Conn = slot: FIN after the data already on TX(slot)
-	OpSetOption ring.Op = ring.OpEngineBase + 0x03 // Conn = slot, Flags = option, Aux = value; applies to the next OpConnect on slot
+	OpSetOption  ring.Op = ring.OpEngineBase + 0x03 // Conn = slot, Flags = option, Aux = value; applies to the next OpConnect on slot
 
 	// Notifications, daemon → app on the event ring.
 	EvAccepted ring.Op = ring.OpEngineBase + 0x10 // Conn = accept slot, Aux = remote, Cookie = local port, Flags = priority

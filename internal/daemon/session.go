@@ -12,10 +12,10 @@ import (
 type sockState uint8
 
 const (
-	sockFree   sockState = iota // unused (dial slot: the app may connect it; accept slot: on the free list)
-	sockBound                   // bound to a transport connection
-	sockFailed                  // connect failed; TX is discarded until the app closes the slot
-	sockFreeing                 // closed; OpSlotFree waits for room on RX(slot)
+	sockFree    sockState = iota // unused (dial slot: the app may connect it; accept slot: on the free list)
+	sockBound                    // bound to a transport connection
+	sockFailed                   // connect failed; TX is discarded until the app closes the slot
+	sockFreeing                  // closed; OpSlotFree waits for room on RX(slot)
 )
 
 // socket is the daemon-private state of one slot. Nothing here is in
