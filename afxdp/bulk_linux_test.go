@@ -256,6 +256,11 @@ func TestMultiQueueSharedUMEM(t *testing.T) {
 	if in := pb.Info(); in.Driver == "veth" && in.Attach != AttachNative {
 		t.Fatalf("multi-queue veth port attached %v, want native (generic veth delivers everything on queue 0)", in.Attach)
 	}
+	for _, q := range pb.Queues() {
+		if q.wakeup != pb.Queues()[0].wakeup {
+			t.Fatalf("queue %d need_wakeup %v differs from the first socket's", q.ID(), q.wakeup)
+		}
+	}
 	if got := pb.Info().Queues; len(got) != 2 || pb.Queue(1) == nil || pb.Queue(7) != nil {
 		t.Fatalf("queues %v", got)
 	}

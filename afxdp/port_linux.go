@@ -100,6 +100,7 @@ func Open(cfg Config) (*Port, error) {
 		p.queues = append(p.queues, q)
 		if i == 0 {
 			setup.sharedFD = q.fd
+			setup.needWakeup = q.wakeup // what the first bind settled on
 		}
 	}
 	p.driver = driverName(cfg.Interface)

@@ -176,9 +176,9 @@ func newQueue(u *UMEM, s queueSetup) (*Queue, error) {
 		}
 		return nil, se
 	}
-	if s.sharedFD < 0 {
-		q.wakeup = s.needWakeup
-	}
+	// Shared sockets inherit need_wakeup from the first socket's bind;
+	// Open passes the inherited value in s.needWakeup.
+	q.wakeup = s.needWakeup
 	var opts int
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS); err == nil {
 		opts = v
