@@ -118,7 +118,11 @@ func VerifyUDPFrame(frame []byte) bool {
 
 // SwapUDP turns a received IPv4/UDP frame into its reply in place: MACs,
 // IPs and ports swapped. Both checksums are invariant under the swaps.
-func SwapUDP(frame []byte) {
+// Frames shorter than UDPHeaderLen are left alone (false).
+func SwapUDP(frame []byte) bool {
+	if len(frame) < UDPHeaderLen {
+		return false
+	}
 	var t [6]byte
 	copy(t[:], frame[0:6])
 	copy(frame[0:6], frame[6:12])
@@ -131,4 +135,5 @@ func SwapUDP(frame []byte) {
 	copy(p[:], frame[34:36])
 	copy(frame[34:36], frame[36:38])
 	copy(frame[36:38], p[:])
+	return true
 }

@@ -44,3 +44,17 @@ func TestChecksumKnownAnswer(t *testing.T) {
 		t.Fatalf("checksum %#x, want 0xb861", got)
 	}
 }
+
+func FuzzVerifyUDPFrame(f *testing.F) {
+	u := UDPFrame{SrcMAC: make([]byte, 6), DstMAC: make([]byte, 6),
+		SrcIP: netip.MustParseAddr("10.0.0.1"), DstIP: netip.MustParseAddr("10.0.0.2"), SrcPort: 1, DstPort: 2}
+	buf := make([]byte, 100)
+	f.Add(buf[:u.Build(buf, []byte("seed"))])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		ok := VerifyUDPFrame(frame)
+		if SwapUDP(frame) && ok && !VerifyUDPFrame(frame) {
+			t.Fatal("swap broke a valid frame")
+		}
+	})
+}
