@@ -39,6 +39,13 @@ func smallConfig() Config {
 func startHarness(t *testing.T, cfg Config, scfg ServerConfig) *harness {
 	t.Helper()
 	tr := newLoopTransport(64 << 10)
+	h := startHarnessOn(t, cfg, scfg, tr)
+	h.tr = tr
+	return h
+}
+
+func startHarnessOn(t *testing.T, cfg Config, scfg ServerConfig, tr Transport) *harness {
+	t.Helper()
 	core, err := NewCore(cfg, tr)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,7 @@ func startHarness(t *testing.T, cfg Config, scfg ServerConfig) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, core: core, srv: srv, tr: tr, path: scfg.Path, done: make(chan error, 1)}
+	h := &harness{t: t, core: core, srv: srv, path: scfg.Path, done: make(chan error, 1)}
 	go func() { h.done <- core.Run() }()
 	go srv.Serve()
 	t.Cleanup(h.stop)
