@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// Config is ndpd's configuration: the config file (JSON, see
+// docs/decisions.md for why) with command-line flags on top. Every zero
+// field takes the default documented next to it; validate reports every
+// problem at once.
+type Config struct {
+	// Interface is the network interface ndpd opens with AF_XDP. Required.
+	Interface string `json:"interface"`
+	// Queues are the interface queues to serve. Default [0]. This build
+	// serves exactly one queue per ndpd (one engine Stack per daemon).
+	Queues []int `json:"queues"`
+	// Address is the local IPv4 address NDP uses. Default: the interface's
+	// first IPv4 address.
+	Address string `json:"address"`
+	// NDPPort is the UDP port of NDP frames (both ends). Default 6420.
+	NDPPort uint16 `json:"ndp_port"`
+	// MTU of NDP frames. Default: the link's (1500 on veth).
+	MTU int `json:"mtu"`
+	// LinkRate paces PULLs: "10G", "25Gbit", "1000M", or bits/s. Default 10G.
+	LinkRate Rate `json:"link_rate"`
+	// Gamma is the HULL headroom factor in (0, 1]. Default 1.
+	Gamma float64 `json:"gamma"`
+	// IW is NDP's initial window in packets, [1, 1024]. Default 30.
+	IW int `json:"iw"`
+	// Policy is the pull queue's scheduling: "fair" (default), "priority"
+	// (strict classes) or "deadline" (D3 rate allocation, EDF).
+	Policy string `json:"policy"`
+	// PacerCPU pins the core loop, which releases the pull queue's PULLs
+	// inline, to this CPU. -1 (default) leaves it to the scheduler.
+	PacerCPU *int `json:"pacer_cpu"`
+	// Bind is the AF_XDP bind mode: "auto" (default), "copy", "zerocopy".
+	Bind string `json:"bind"`
+	// Attach is the XDP attach mode: "auto" (default), "native", "generic".
+	Attach string `json:"attach"`
+
+	// ControlSocket is the Unix socket applications attach to. Default
+	// /run/ndpd/ndpd.sock (the directory is created 0755 if missing).
+	ControlSocket string `json:"control_socket"`
+	// SocketMode is the socket file's permission bits, octal string.
+	// Default "0660".
+	SocketMode string `json:"socket_mode"`
+	// SocketGroup is the gid to chown the socket file to (0 = keep).
+	SocketGroup int `json:"socket_group"`
+	// AllowUIDs and AllowGIDs: peers (SO_PEERCRED) allowed to attach or
+	// query status. Both empty = only ndpd's own uid.
+	AllowUIDs []uint32 `json:"allow_uids"`
+	AllowGIDs []uint32 `json:"allow_gids"`
+
+	// Frames and FrameSize size the shared buffer area. Default 8192 x 2048.
+	Frames    uint32 `json:"frames"`
+	FrameSize uint32 `json:"frame_size"`
+	// AppFrames is each application's TX partition. Default 256.
+	AppFrames uint32 `json:"app_frames"`
+	// SocketsPerApp bounds one application's open sockets (half dial, half
+	// accept). Default 64.
+	SocketsPerApp int `json:"sockets_per_app"`
+	// Spin is the core's adaptive-polling spin before sleeping. Default 50us;
+	// "-1ns" = never spin.
+	Spin Duration `json:"spin"`
+	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
+	DrainTimeout Duration `json:"drain_timeout"`
+
+	// LogLevel: debug, info (default), warn, error. LogFormat: json
+	// (default) or console.
+	LogLevel  string `json:"log_level"`
+	LogFormat string `json:"log_format"`
+}
+
+// Duration is a time.Duration written as a Go duration string in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"50us\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func (d *Duration) String() string { return time.Duration(*d).String() }
+func (d *Duration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// Rate is a link rate in bits per second, written "10G", "25Gbit",
+// "100M", "1.5G" or a plain number of bits/s.
+type Rate int64
+
+// ParseRate parses a rate. It never panics; errors name the input.
+func ParseRate(s string) (Rate, error) {
+	t := strings.TrimSpace(s)
+	t = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(t, "bit/s"), "bps"), "bit")
+	mult := 1.0
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'k', 'K':
+			mult, t = 1e3, t[:n-1]
+		case 'm', 'M':
+			mult, t = 1e6, t[:n-1]
+		case 'g', 'G':
+			mult, t = 1e9, t[:n-1]
+		case 't', 'T':
+			mult, t = 1e12, t[:n-1]
+		}
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("link rate %q: want a number with an optional k/M/G/T suffix (bits per second)", s)
+	}
+	bps := v * mult
+	if bps < 1e6 || bps > 1e13 {
+		return 0, fmt.Errorf("link rate %q: %g bit/s outside [1M, 10T]", s, bps)
+	}
+	return Rate(bps), nil
+}
+
+func (r Rate) String() string {
+	switch {
+	case r >= 1e9 && r%1e9 == 0:
+		return strconv.FormatInt(int64(r/1e9), 10) + "G"
+	case r >= 1e6 && r%1e6 == 0:
+		return strconv.FormatInt(int64(r/1e6), 10) + "M"
+	}
+	return strconv.FormatInt(int64(r), 10)
+}
+
+func (r Rate) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
+
+func (r *Rate) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n float64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("link rate must be a string like \"10G\" or a number of bits/s")
+		}
+		s = strconv.FormatFloat(n, 'f', -1, 64)
+	}
+	v, err := ParseRate(s)
+	*r = v
+	return err
+}
+
+func (r *Rate) Set(s string) error {
+	v, err := ParseRate(s)
+	*r = v
+	return err
+}
+
+// LoadConfig reads a JSON config file strictly: unknown fields, trailing
+// data and type errors are errors with the file name and position.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	f, err := os.Open(path)
+	if err != nil {
+		return c, err
+	}
+	defer f.Close()
+	return parseConfig(f, path)
+}
+
+func parseConfig(r io.Reader, name string) (Config, error) {
+	var c Config
+	data, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			line, col := position(data, se.Offset)
+			return c, fmt.Errorf("%s:%d:%d: %v", name, line, col, err)
+		case errors.As(err, &te):
+			line, col := position(data, te.Offset)
+			return c, fmt.Errorf("%s:%d:%d: field %q: %v", name, line, col, te.Field, err)
+		}
+		return c, fmt.Errorf("%s: %w", name, err)
+	}
+	if dec.More() {
+		return c, fmt.Errorf("%s: trailing data after the config object", name)
+	}
+	return c, nil
+}
+
+func position(data []byte, off int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < off && i < int64(len(data)); i++ {
+		if data[i] == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// populate fills defaults.
+func (c *Config) populate() {
+	if len(c.Queues) == 0 {
+		c.Queues = []int{0}
+	}
+	if c.NDPPort == 0 {
+		c.NDPPort = ndp.DefaultPort
+	}
+	if c.LinkRate == 0 {
+		c.LinkRate = 10e9
+	}
+	if c.Gamma == 0 {
+		c.Gamma = 1
+	}
+	if c.IW == 0 {
+		c.IW = 30
+	}
+	if c.Policy == "" {
+		c.Policy = "fair"
+	}
+	if c.PacerCPU == nil {
+		none := -1
+		c.PacerCPU = &none
+	}
+	if c.Bind == "" {
+		c.Bind = "auto"
+	}
+	if c.Attach == "" {
+		c.Attach = "auto"
+	}
+	if c.ControlSocket == "" {
+		c.ControlSocket = "/run/ndpd/ndpd.sock"
+	}
+	if c.SocketMode == "" {
+		c.SocketMode = "0660"
+	}
+	if len(c.AllowUIDs) == 0 && len(c.AllowGIDs) == 0 {
+		c.AllowUIDs = []uint32{uint32(os.Geteuid())}
+	}
+	if c.Frames == 0 {
+		c.Frames = 8192
+	}
+	if c.FrameSize == 0 {
+		c.FrameSize = 2048
+	}
+	if c.AppFrames == 0 {
+		c.AppFrames = 256
+	}
+	if c.SocketsPerApp == 0 {
+		c.SocketsPerApp = 64
+	}
+	if c.Spin == 0 {
+		c.Spin = Duration(50 * time.Microsecond)
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = Duration(5 * time.Second)
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "json"
+	}
+}
+
+// ConfigError lists every invalid field.
+type ConfigError struct{ Problems []string }
+
+func (e *ConfigError) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// validate checks a populated config.
+func (c *Config) validate() error {
+	var p []string
+	bad := func(format string, a ...any) { p = append(p, fmt.Sprintf(format, a...)) }
+	if c.Interface == "" {
+		bad("interface: required (the interface ndpd serves, e.g. \"eth0\")")
+	}
+	if len(c.Queues) != 1 {
+		bad("queues: %v: this build serves exactly one queue per ndpd", c.Queues)
+	} else if c.Queues[0] < 0 || c.Queues[0] > 1023 {
+		bad("queues: %d outside [0, 1023]", c.Queues[0])
+	}
+	if c.Address != "" {
+		if a, err := netip.ParseAddr(c.Address); err != nil || !a.Is4() || a.IsUnspecified() {
+			bad("address: %q is not a unicast IPv4 address", c.Address)
+		}
+	}
+	if c.MTU != 0 && (c.MTU < 576 || c.MTU > 9216) {
+		bad("mtu: %d outside [576, 9216]", c.MTU)
+	}
+	if c.LinkRate < 1e6 || c.LinkRate > 1e13 {
+		bad("link_rate: %v outside [1M, 10T]", c.LinkRate)
+	}
+	if !(c.Gamma > 0 && c.Gamma <= 1) {
+		bad("gamma: %v outside (0, 1]", c.Gamma)
+	}
+	if c.IW < 1 || c.IW > 1024 {
+		bad("iw: %d outside [1, 1024]", c.IW)
+	}
+	if cpu := *c.PacerCPU; cpu < -1 || cpu >= runtime.NumCPU() {
+		bad("pacer_cpu: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())
+	}
+	if c.Policy != "fair" && c.Policy != "priority" && c.Policy != "deadline" {
+		bad("policy: %q: want fair, priority or deadline", c.Policy)
+	}
+	if c.Bind != "auto" && c.Bind != "copy" && c.Bind != "zerocopy" {
+		bad("bind: %q: want auto, copy or zerocopy", c.Bind)
+	}
+	if c.Attach != "auto" && c.Attach != "native" && c.Attach != "generic" {
+		bad("attach: %q: want auto, native or generic", c.Attach)
+	}
+	if !strings.HasPrefix(c.ControlSocket, "/") || len(c.ControlSocket) > 107 {
+		bad("control_socket: %q: want an absolute path of at most 107 bytes", c.ControlSocket)
+	}
+	if m, err := strconv.ParseUint(c.SocketMode, 8, 32); err != nil || m > 0o777 {
+		bad("socket_mode: %q: want octal permission bits like \"0660\"", c.SocketMode)
+	}
+	if c.SocketGroup < 0 {
+		bad("socket_group: %d < 0", c.SocketGroup)
+	}
+	if c.FrameSize < 2048 || c.FrameSize > 65536 || c.FrameSize&(c.FrameSize-1) != 0 {
+		bad("frame_size: %d: want a power of two in [2048, 65536]", c.FrameSize)
+	}
+	if c.AppFrames < 16 {
+		bad("app_frames: %d < 16", c.AppFrames)
+	}
+	if c.Frames < 2*c.AppFrames || c.Frames > 1<<22 {
+		bad("frames: %d: want [2*app_frames, 4194304] (half RX, half application partitions)", c.Frames)
+	}
+	if c.SocketsPerApp < 2 || c.SocketsPerApp > 4096 {
+		bad("sockets_per_app: %d outside [2, 4096]", c.SocketsPerApp)
+	}
+	if c.DrainTimeout < 0 {
+		bad("drain_timeout: negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level: %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "console" {
+		bad("log_format: %q: want json or console", c.LogFormat)
+	}
+	if len(p) > 0 {
+		return &ConfigError{Problems: p}
+	}
+	return nil
+}
+
+// socketMode returns the parsed permission bits (after validate).
+func (c *Config) socketMode() os.FileMode {
+	m, _ := strconv.ParseUint(c.SocketMode, 8, 32)
+	return os.FileMode(m)
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/sys/unix"
+
+	"github.com/ndpstack/ndpstack/afxdp"
+	"github.com/ndpstack/ndpstack/internal/daemon"
+	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+func newLogger(c *Config, w io.Writer) (*zap.Logger, error) {
+	var lvl zapcore.Level
+	if err := lvl.Set(c.LogLevel); err != nil {
+		return nil, err
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if c.LogFormat == "console" {
+		enc = zapcore.NewConsoleEncoder(ec)
+	} else {
+		enc = zapcore.NewJSONEncoder(ec)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+}
+
+// interfaceIPv4 returns the first IPv4 address of ifname.
+func interfaceIPv4(ifname string) (netip.Addr, error) {
+	ifi, err := net.InterfaceByName(ifname)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().Is4() {
+				return ip.Unmap(), nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no IPv4 address (set \"address\")", ifname)
+}
+
+func policy(s string) pullpacer.Policy {
+	switch s {
+	case "priority":
+		return pullpacer.PolicyPriority
+	case "deadline":
+		return pullpacer.PolicyDeadline
+	}
+	return pullpacer.PolicyFair
+}
+
+func bindMode(s string) afxdp.BindMode {
+	switch s {
+	case "copy":
+		return afxdp.BindCopy
+	case "zerocopy":
+		return afxdp.BindZeroCopy
+	}
+	return afxdp.BindAuto
+}
+
+func attachMode(s string) afxdp.AttachMode {
+	switch s {
+	case "native":
+		return afxdp.AttachNative
+	case "generic":
+		return afxdp.AttachGeneric
+	}
+	return afxdp.AttachAuto
+}
+
+// serve runs the daemon until SIGTERM/SIGINT and a finished drain.
+func serve(c *Config, logOut io.Writer) error {
+	log, err := newLogger(c, logOut)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	log.Info("ndpd starting", zap.String("version", versionString()), zap.String("interface", c.Interface),
+		zap.Int("queue", c.Queues[0]), zap.String("control_socket", c.ControlSocket))
+
+	addr := netip.Addr{}
+	if c.Address != "" {
+		addr = netip.MustParseAddr(c.Address)
+	} else if addr, err = interfaceIPv4(c.Interface); err != nil {
+		return err
+	}
+	link, err := engine.OpenXDP(engine.XDPConfig{
+		Interface: c.Interface, Queue: c.Queues[0], UDPPort: c.NDPPort,
+		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("open %s queue %d: %w", c.Interface, c.Queues[0], err)
+	}
+	res, err := engine.NewKernelResolver(link.Ifindex(), link.Name())
+	if err != nil {
+		link.Close()
+		return err
+	}
+	tr := daemon.NewEngineTransport(daemon.EngineTransportConfig{})
+	st, err := engine.New(engine.Config{
+		Link:         link,
+		Endpoint:     ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW},
+		Resolver:     res,
+		LinkRate:     int64(c.LinkRate),
+		Gamma:        c.Gamma,
+		Policy:       policy(c.Policy),
+		NoBackground: true,
+		OnEvent:      tr.OnEvent,
+		Logger:       log,
+	})
+	if err != nil {
+		res.Close()
+		link.Close()
+		return err
+	}
+	defer st.Close()
+	xskFD := -1
+	if qs := link.Port().Queues(); len(qs) > 0 {
+		xskFD = qs[0].FD()
+	}
+	tr.Bind(st, xskFD)
+
+	core, err := daemon.NewCore(daemon.Config{
+		Pool:         ring.PoolConfig{Frames: c.Frames, FrameSize: c.FrameSize, AppFrames: c.AppFrames},
+		Region:       ring.RegionConfig{Sockets: c.SocketsPerApp},
+		SpinFor:      time.Duration(c.Spin),
+		DrainTimeout: time.Duration(c.DrainTimeout),
+		Logger:       log,
+	}, tr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.ControlSocket), 0o755); err != nil {
+		return err
+	}
+	srv, err := daemon.Listen(daemon.ServerConfig{
+		Path: c.ControlSocket, Mode: c.socketMode(), Group: c.SocketGroup,
+		AllowUIDs: c.AllowUIDs, AllowGIDs: c.AllowGIDs, Logger: log,
+	}, core)
+	if err != nil {
+		return err
+	}
+
+	runErr := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if cpu := *c.PacerCPU; cpu >= 0 {
+			var set unix.CPUSet
+			set.Set(cpu)
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				log.Warn("pin core loop", zap.Int("cpu", cpu), zap.Error(err))
+			}
+		}
+		runErr <- core.Run()
+	}()
+	go srv.Serve()
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(sigs)
+	log.Info("ndpd ready", zap.String("address", addr.String()), zap.Uint16("ndp_port", c.NDPPort),
+		zap.Stringer("link_rate", c.LinkRate), zap.Float64("gamma", c.Gamma))
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGUSR1 {
+				if snap, err := core.Status(); err == nil {
+					stats := st.Stats()
+					log.Info("status", zap.Any("daemon", snap), zap.Any("engine", stats))
+				}
+				continue
+			}
+			log.Info("signal: draining", zap.Stringer("signal", sig))
+			srv.StopAccepting()
+			if err := core.Drain(); err != nil {
+				log.Warn("drain", zap.Error(err))
+			}
+		case err := <-runErr:
+			srv.Close()
+			if err != nil {
+				log.Error("core stopped", zap.Error(err))
+				return err
+			}
+			log.Info("ndpd stopped")
+			return nil
+		}
+	}
+}
