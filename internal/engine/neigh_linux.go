@@ -145,19 +145,21 @@ func (r *KernelResolver) lookup(ip [4]byte) ([6]byte, bool, error) {
 				if int(ifindex) != r.ifindex || state&usableNUD == 0 {
 					continue
 				}
-				attrs, err := syscall.ParseNetlinkRouteAttr(&m)
-				if err != nil {
-					continue
-				}
-				var dst []byte
-				var ll []byte
-				for _, a := range attrs {
-					switch a.Attr.Type {
-					case unix.NDA_DST:
-						dst = a.Value
-					case unix.NDA_LLADDR:
-						ll = a.Value
+				// syscall.ParseNetlinkRouteAttr does not know RTM_NEWNEIGH:
+				// walk the rtattrs after the ndmsg by hand.
+				var dst, ll []byte
+				for b := m.Data[unix.SizeofNdMsg:]; len(b) >= 4; {
+					alen := int(binary.NativeEndian.Uint16(b[0:]))
+					if alen < 4 || alen > len(b) {
+						break
 					}
+					switch binary.NativeEndian.Uint16(b[2:]) {
+					case unix.NDA_DST:
+						dst = b[4:alen]
+					case unix.NDA_LLADDR:
+						ll = b[4:alen]
+					}
+					b = b[min((alen+3)&^3, len(b)):]
 				}
 				if len(dst) == 4 && [4]byte(dst) == ip && len(ll) == 6 {
 					mac = [6]byte(ll)
