@@ -194,24 +194,3 @@ func TestPacerCloseWhileSleeping(t *testing.T) {
 	p.Close()
 	checkNoLeak(t, base)
 }
-
-func TestPacerPinning(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("pinning is Linux only")
-	}
-	base := runtime.NumGoroutine()
-	p, err := NewPacer(PacerConfig{Queue: tenGig, Pin: true, CPU: 0})
-	if err != nil {
-		t.Fatalf("pin to CPU 0: %v", err)
-	}
-	p.Close()
-	// A CPU that does not exist: sched_setaffinity fails, NewPacer reports it, and
-	// the thread is gone.
-	if _, err := NewPacer(PacerConfig{Queue: tenGig, Pin: true, CPU: 1000}); err == nil {
-		t.Fatal("pinning to CPU 1000 succeeded")
-	}
-	if _, err := NewPacer(PacerConfig{Queue: tenGig, Pin: true, CPU: -1}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("CPU -1: %v", err)
-	}
-	checkNoLeak(t, base)
-}
