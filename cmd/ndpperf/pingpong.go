@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,14 +17,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pingpong: round-trip latency between two namespaces over a veth pair,
-// measured for raw AF_XDP (our afxdp package), optionally the same through
-// github.com/asavie/xdp, and kernel UDP sockets, in one run.
+// pingpong: round-trip latency between two namespaces, measured for raw
+// AF_XDP (our afxdp package), optionally the same through
+// github.com/asavie/xdp, and kernel UDP sockets, side by side in one run.
 //
 // Raw ping-pong: the client builds an Ethernet/IPv4/UDP frame, timestamps,
 // transmits it and spins on its RX ring; the echo side spins on its RX ring,
-// swaps MACs, IPs and ports in place and transmits the same frame back. Each
-// end runs on its own goroutine locked to an OS thread pinned to its own CPU.
+// swaps MACs, IPs and ports in place and transmits the same frame back.
+//
+// Every transport gets its own veth pair between the same two namespaces and
+// stays open for the whole run; the measurement is split into rounds and the
+// transports take turns within each round (order rotated per round), so
+// background load on the shared machine hits them alike. The client side of
+// every transport runs on one goroutine locked to an OS thread pinned to
+// CPU 0; each transport's echo runs on its own locked goroutine pinned to
+// CPU 1 and spins only during its turn.
 
 func init() {
 	register(&subcommand{
@@ -40,10 +47,26 @@ const (
 	ppClientPort = 40001
 )
 
+// errLost is a round trip that timed out.
+var errLost = errors.New("no reply")
+
+// ppEnd is one transport: both ends of the ping-pong.
+type ppEnd interface {
+	name() string
+	mode() string
+	// echo answers until stop is set (on the echo thread).
+	echo(stop *atomic.Bool) error
+	// roundTrip sends one message and waits for the answer (on the client
+	// thread); errLost after timeout.
+	roundTrip(timeout time.Duration) (time.Duration, error)
+	close()
+}
+
 type pingpongOpts struct {
 	size    int // UDP payload bytes
 	n       int
 	warmup  int
+	rounds  int
 	timeout time.Duration
 	attach  afxdp.AttachMode
 }
@@ -53,7 +76,8 @@ func runPingpong(args []string) error {
 	transports := fs.String("transports", "xdp,udp", "comma-separated: xdp (afxdp), asavie (github.com/asavie/xdp), udp (blocking kernel sockets), udpspin (kernel sockets, non-blocking busy poll)")
 	size := fs.Int("size", 1024, "UDP payload bytes per message")
 	n := fs.Int("n", 20000, "measured round trips per transport")
-	warmup := fs.Int("warmup", 2000, "unmeasured round trips before measuring")
+	warmup := fs.Int("warmup", 2000, "unmeasured round trips per transport before measuring (plus 200 at each turn)")
+	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
 	asJSON := fs.Bool("json", false, "print JSON")
 	attach := fs.String("attach", "auto", "XDP attach mode for the xdp transport: auto, native or generic")
 	if err := fs.Parse(args); err != nil {
@@ -66,60 +90,84 @@ func runPingpong(args []string) error {
 	if *size < 8 || *size > 1472 {
 		return fmt.Errorf("--size %d: want 8..1472 (one 1500-MTU frame)", *size)
 	}
-	if *n < 1 {
-		return errors.New("--n must be positive")
+	if *n < 1 || *rounds < 1 || *rounds > *n {
+		return errors.New("--n and --rounds must be positive, rounds <= n")
+	}
+	names := strings.Split(*transports, ",")
+	for _, tr := range names {
+		switch tr {
+		case "xdp", "asavie", "udp", "udpspin":
+		default:
+			return fmt.Errorf("unknown transport %q", tr)
+		}
 	}
 	if err := requireRoot(); err != nil {
 		return err
 	}
-	opts := pingpongOpts{size: *size, n: *n, warmup: *warmup, timeout: time.Second, attach: mode}
-	tb, pair, err := newPair()
+	opts := pingpongOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, timeout: time.Second, attach: mode}
+	tb, err := testbed.New()
 	if err != nil {
 		return err
 	}
 	defer tb.Close()
-
-	var results []latencyResult
-	for _, tr := range strings.Split(*transports, ",") {
-		var res latencyResult
-		var err error
-		switch strings.TrimSpace(tr) {
+	nsA, err := tb.NewNamespace()
+	if err != nil {
+		return err
+	}
+	nsB, err := tb.NewNamespace()
+	if err != nil {
+		return err
+	}
+	var ends []ppEnd
+	defer func() {
+		for _, e := range ends {
+			e.close()
+		}
+	}()
+	for i, tr := range names {
+		v, err := tb.NewVeth(nsA, nsB, testbed.VethConfig{
+			AddrA: fmt.Sprintf("10.201.%d.1/24", i), AddrB: fmt.Sprintf("10.201.%d.2/24", i)})
+		if err != nil {
+			return err
+		}
+		pair := &testbed.Pair{A: nsA, B: nsB, Veth: v}
+		var e ppEnd
+		switch tr {
 		case "xdp":
-			res, err = pingpongXDP(pair, opts)
+			e, err = newXDPPingpong(pair, opts)
 		case "asavie":
-			res, err = pingpongAsavie(pair, opts)
+			e, err = newAsaviePingpong(pair, opts)
 		case "udp":
-			res, err = pingpongUDP(pair, opts, false)
+			e, err = newUDPPingpong(pair, opts, false)
 		case "udpspin":
-			res, err = pingpongUDP(pair, opts, true)
-		default:
-			err = fmt.Errorf("unknown transport %q", tr)
+			e, err = newUDPPingpong(pair, opts, true)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", tr, err)
 		}
-		results = append(results, res)
+		ends = append(ends, e)
+	}
+	results, err := measurePingpong(ends, opts)
+	if err != nil {
+		return err
 	}
 	out := struct {
 		Results []latencyResult    `json:"results"`
 		Ratios  map[string]float64 `json:"ratios,omitempty"`
 		Size    int                `json:"size"`
+		Rounds  int                `json:"rounds"`
 		CPUs    int                `json:"cpus"`
-	}{Results: results, Size: *size, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
+	}{Results: results, Size: *size, Rounds: *rounds, CPUs: runtime.NumCPU(), Ratios: map[string]float64{}}
 	by := map[string]latencyResult{}
 	for _, r := range results {
 		by[r.Transport] = r
 	}
 	if x, ok := by["xdp"]; ok {
-		if u, ok := by["udp"]; ok && u.P50us > 0 {
-			out.Ratios["xdp_p50_over_udp_p50"] = round2(x.P50us / u.P50us)
-		}
-		if u, ok := by["udpspin"]; ok && u.P50us > 0 {
-			out.Ratios["xdp_p50_over_udpspin_p50"] = round2(x.P50us / u.P50us)
-		}
-		if a, ok := by["asavie"]; ok && a.P50us > 0 {
-			out.Ratios["xdp_p50_over_asavie_p50"] = round2(x.P50us / a.P50us)
-			out.Ratios["xdp_p99_over_asavie_p99"] = round2(x.P99us / a.P99us)
+		for _, other := range []string{"udp", "udpspin", "asavie"} {
+			if o, ok := by[other]; ok && o.P50us > 0 && o.P99us > 0 {
+				out.Ratios["xdp_p50_over_"+other+"_p50"] = round2(x.P50us / o.P50us)
+				out.Ratios["xdp_p99_over_"+other+"_p99"] = round2(x.P99us / o.P99us)
+			}
 		}
 	}
 	if *asJSON {
@@ -135,231 +183,321 @@ func runPingpong(args []string) error {
 	return nil
 }
 
-// ppFrame is the client's frame template (A -> B).
-// Both ports are the NDP port, so the swapped reply also matches the
-// client side's steering program.
+// echoCtl runs one transport's echo on a pinned thread, during its turns.
+type echoCtl struct {
+	start chan struct{}
+	done  chan error
+	stop  atomic.Bool
+}
+
+func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
+	cpuClient, cpuEcho := cpuPair()
+	ctls := make([]*echoCtl, len(ends))
+	for i, e := range ends {
+		c := &echoCtl{start: make(chan struct{}), done: make(chan error)}
+		ctls[i] = c
+		go func() {
+			err := lockAndPin(cpuEcho)
+			for range c.start {
+				if err == nil {
+					err = e.echo(&c.stop)
+				}
+				c.done <- err
+			}
+		}()
+	}
+	defer func() {
+		for _, c := range ctls {
+			close(c.start)
+		}
+	}()
+	type acc struct {
+		rtts []time.Duration
+		lost int
+	}
+	accs := make([]acc, len(ends))
+	for i := range accs {
+		accs[i].rtts = make([]time.Duration, 0, o.n)
+	}
+	var cerr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cerr = lockAndPin(cpuClient); cerr != nil {
+			return
+		}
+		for r := 0; r < o.rounds; r++ {
+			per := o.n / o.rounds
+			if r == o.rounds-1 {
+				per = o.n - per*(o.rounds-1)
+			}
+			warm := 200
+			if r == 0 {
+				warm = o.warmup
+			}
+			for k := range ends {
+				i := (k + r) % len(ends) // rotate the order every round
+				c := ctls[i]
+				c.stop.Store(false)
+				c.start <- struct{}{}
+				for j := 0; j < warm+per; j++ {
+					rtt, err := ends[i].roundTrip(o.timeout)
+					if errors.Is(err, errLost) {
+						accs[i].lost++
+						continue
+					}
+					if err != nil {
+						cerr = fmt.Errorf("%s: %w", ends[i].name(), err)
+					}
+					if cerr != nil {
+						break
+					}
+					if j >= warm {
+						accs[i].rtts = append(accs[i].rtts, rtt)
+					}
+				}
+				c.stop.Store(true)
+				if err := <-c.done; err != nil && cerr == nil {
+					cerr = fmt.Errorf("%s echo: %w", ends[i].name(), err)
+				}
+				if cerr != nil {
+					return
+				}
+			}
+		}
+	}()
+	<-done
+	if cerr != nil {
+		return nil, cerr
+	}
+	res := make([]latencyResult, len(ends))
+	for i, e := range ends {
+		res[i] = summarize(e.name(), accs[i].rtts, accs[i].lost, e.mode())
+	}
+	return res, nil
+}
+
+// ppFrame is the client's frame template (A -> B). Both ports are the NDP
+// port, so the swapped reply also matches the client side's steering program.
 func ppFrame(pair *testbed.Pair, port uint16) testbed.UDPFrame {
 	v := pair.Veth
 	return testbed.UDPFrame{SrcMAC: v.A.MAC, DstMAC: v.B.MAC, SrcIP: v.A.Addr.Addr(), DstIP: v.B.Addr.Addr(),
 		SrcPort: port, DstPort: port}
 }
 
-func pingpongXDP(pair *testbed.Pair, o pingpongOpts) (latencyResult, error) {
-	cfg := afxdp.Config{UDPPort: ppXDPPort, NumFrames: 1024, RingSize: 256, Attach: o.attach}
-	var pa, pb *afxdp.Port
-	cfg.Interface = pair.Veth.A.Name
-	if err := pair.A.Do(func() (err error) { pa, err = afxdp.Open(cfg); return err }); err != nil {
-		return latencyResult{}, err
-	}
-	defer pa.Close()
-	cfg.Interface = pair.Veth.B.Name
-	if err := pair.B.Do(func() (err error) { pb, err = afxdp.Open(cfg); return err }); err != nil {
-		return latencyResult{}, err
-	}
-	defer pb.Close()
-	cpuClient, cpuEcho := cpuPair()
-
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	echoErr := make(chan error, 1)
-	wg.Add(1)
-	go func() { // echo: owns pb
-		defer wg.Done()
-		if err := lockAndPin(cpuEcho); err != nil {
-			echoErr <- err
-			return
-		}
-		u, q := pb.UMEM(), pb.Queues()[0]
-		rx := make([]afxdp.Desc, 64)
-		for !stop.Load() {
-			n := q.Receive(rx)
-			if n == 0 {
-				continue
-			}
-			for _, d := range rx[:n] {
-				testbed.SwapUDP(u.Bytes(d))
-			}
-			for sent := 0; sent < n; {
-				k, err := q.Transmit(rx[sent:n])
-				if err != nil {
-					echoErr <- err
-					return
-				}
-				sent += k
-			}
-		}
-		echoErr <- nil
-	}()
-
-	var res latencyResult
-	var cerr error
-	done := make(chan struct{})
-	go func() { // client: owns pa
-		defer close(done)
-		if cerr = lockAndPin(cpuClient); cerr != nil {
-			return
-		}
-		u, q := pa.UMEM(), pa.Queues()[0]
-		f := ppFrame(pair, ppXDPPort)
-		tmpl := make([]byte, testbed.UDPHeaderLen+o.size)
-		f.Build(tmpl, make([]byte, o.size))
-		tx := make([]afxdp.Desc, 1)
-		rx := make([]afxdp.Desc, 8)
-		rtts := make([]time.Duration, 0, o.n)
-		lost := 0
-		for i := 0; i < o.warmup+o.n; i++ {
-			if u.Alloc(tx) != 1 {
-				q.Transmit(nil) // reap completions
-				i--
-				continue
-			}
-			tx[0].Len = uint32(copy(u.Buffer(tx[0]), tmpl))
-			t0 := time.Now()
-			if _, cerr = q.Transmit(tx); cerr != nil {
-				return
-			}
-			var got int
-			for got == 0 {
-				got = q.Receive(rx)
-				if got == 0 && time.Since(t0) > o.timeout {
-					break
-				}
-			}
-			rtt := time.Since(t0)
-			if got == 0 {
-				lost++
-				continue
-			}
-			if _, cerr = u.Release(rx[:got]); cerr != nil {
-				return
-			}
-			if i >= o.warmup {
-				rtts = append(rtts, rtt)
-			}
-		}
-		in := pa.Info()
-		res = summarize("xdp", rtts, lost, fmt.Sprintf("zerocopy=%v attach=%v need_wakeup=%v", in.ZeroCopy, in.Attach, in.NeedWakeup))
-	}()
-	<-done
-	stop.Store(true)
-	wg.Wait()
-	if err := <-echoErr; err != nil {
-		return res, fmt.Errorf("echo: %w", err)
-	}
-	return res, cerr
+// xdpPingpong is the raw ping-pong over two afxdp Ports.
+type xdpPingpong struct {
+	pa, pb *afxdp.Port
+	seq    uint64
+	tmpl   []byte
+	tx, rx []afxdp.Desc
+	erx    []afxdp.Desc
 }
 
-// pingpongUDP measures kernel UDP sockets: blocking read/write on locked
-// threads, or (spin) non-blocking reads in a busy loop.
-func pingpongUDP(pair *testbed.Pair, o pingpongOpts, spin bool) (latencyResult, error) {
-	name := "udp"
-	if spin {
-		name = "udpspin"
+func newXDPPingpong(pair *testbed.Pair, o pingpongOpts) (*xdpPingpong, error) {
+	cfg := afxdp.Config{UDPPort: ppXDPPort, NumFrames: 1024, RingSize: 256, Attach: o.attach}
+	x := &xdpPingpong{tx: make([]afxdp.Desc, 1), rx: make([]afxdp.Desc, 8), erx: make([]afxdp.Desc, 64)}
+	cfg.Interface = pair.Veth.A.Name
+	if err := pair.A.Do(func() (err error) { x.pa, err = afxdp.Open(cfg); return err }); err != nil {
+		return nil, err
 	}
+	cfg.Interface = pair.Veth.B.Name
+	if err := pair.B.Do(func() (err error) { x.pb, err = afxdp.Open(cfg); return err }); err != nil {
+		x.pa.Close()
+		return nil, err
+	}
+	f := ppFrame(pair, ppXDPPort)
+	x.tmpl = make([]byte, testbed.UDPHeaderLen+o.size)
+	f.Build(x.tmpl, make([]byte, o.size))
+	return x, nil
+}
+
+func (x *xdpPingpong) name() string { return "xdp" }
+
+func (x *xdpPingpong) mode() string {
+	in := x.pa.Info()
+	return fmt.Sprintf("afxdp zerocopy=%v attach=%v need_wakeup=%v", in.ZeroCopy, in.Attach, in.NeedWakeup)
+}
+
+func (x *xdpPingpong) echo(stop *atomic.Bool) error {
+	u, q := x.pb.UMEM(), x.pb.Queues()[0]
+	for !stop.Load() {
+		n := q.Receive(x.erx)
+		if n == 0 {
+			q.Transmit(nil) // re-kick after a transient sendto error
+			continue
+		}
+		for _, d := range x.erx[:n] {
+			testbed.SwapUDP(u.Bytes(d))
+		}
+		for sent := 0; sent < n; {
+			k, err := q.Transmit(x.erx[sent:n])
+			if err != nil {
+				return err
+			}
+			sent += k
+		}
+	}
+	return nil
+}
+
+func (x *xdpPingpong) roundTrip(timeout time.Duration) (time.Duration, error) {
+	u, q := x.pa.UMEM(), x.pa.Queues()[0]
+	for u.Alloc(x.tx) != 1 {
+		q.Transmit(nil) // reap completions
+	}
+	buf := u.Buffer(x.tx[0])
+	x.tx[0].Len = uint32(copy(buf, x.tmpl))
+	x.seq++
+	setSeq(buf[testbed.UDPHeaderLen:], x.seq) // payload only: rebuild the UDP checksum
+	fixUDPChecksum(buf[:x.tx[0].Len])
+	t0 := time.Now()
+	if _, err := q.Transmit(x.tx); err != nil {
+		return 0, err
+	}
+	for {
+		got := q.Receive(x.rx)
+		if got > 0 {
+			rtt := time.Since(t0)
+			match := false
+			for _, d := range x.rx[:got] {
+				match = match || getSeq(u.Bytes(d)[testbed.UDPHeaderLen:]) == x.seq
+			}
+			if _, err := u.Release(x.rx[:got]); err != nil {
+				return 0, err
+			}
+			if match {
+				return rtt, nil
+			}
+			// A late reply to an earlier, timed-out round trip: keep waiting.
+		}
+		if time.Since(t0) > timeout {
+			return 0, errLost
+		}
+		// Re-kick if a transient sendto error left the frame on the TX ring
+		// (no syscall when the kernel took it).
+		if _, err := q.Transmit(nil); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (x *xdpPingpong) close() {
+	x.pa.Close()
+	x.pb.Close()
+}
+
+// udpPingpong measures kernel UDP sockets: blocking read/write on locked
+// threads, or (spin) non-blocking reads in a busy loop.
+type udpPingpong struct {
+	spin     bool
+	seq      uint64
+	cfd, efd int
+	msg, buf []byte
+	ebuf     []byte
+}
+
+func newUDPPingpong(pair *testbed.Pair, o pingpongOpts, spin bool) (*udpPingpong, error) {
 	v := pair.Veth
 	aAddr, bAddr := v.A.Addr.Addr(), v.B.Addr.Addr()
-	var cfd, efd int
+	u := &udpPingpong{spin: spin, cfd: -1, efd: -1, msg: make([]byte, o.size), buf: make([]byte, 2048), ebuf: make([]byte, 2048)}
 	if err := pair.B.Do(func() (err error) {
-		efd, err = udpSocket(bAddr, ppUDPPort, aAddr, ppClientPort)
+		u.efd, err = udpSocket(bAddr, ppUDPPort, aAddr, ppClientPort)
 		return err
 	}); err != nil {
-		return latencyResult{}, err
+		return nil, err
 	}
-	defer unix.Close(efd)
 	if err := pair.A.Do(func() (err error) {
-		cfd, err = udpSocket(aAddr, ppClientPort, bAddr, ppUDPPort)
+		u.cfd, err = udpSocket(aAddr, ppClientPort, bAddr, ppUDPPort)
 		return err
 	}); err != nil {
-		return latencyResult{}, err
+		u.close()
+		return nil, err
 	}
-	defer unix.Close(cfd)
-	// Blocking reads wake up every 100 ms so the echo loop sees stop.
-	tv := unix.Timeval{Usec: 100_000}
-	if err := unix.SetsockoptTimeval(efd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return latencyResult{}, err
+	// A blocking echo read wakes every 10 ms to see stop.
+	tv := unix.Timeval{Usec: 10_000}
+	if err := unix.SetsockoptTimeval(u.efd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		u.close()
+		return nil, err
 	}
 	tvc := unix.NsecToTimeval(o.timeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tvc); err != nil {
-		return latencyResult{}, err
+	if err := unix.SetsockoptTimeval(u.cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tvc); err != nil {
+		u.close()
+		return nil, err
 	}
-	cpuClient, cpuEcho := cpuPair()
-	flags := 0
-	if spin {
-		flags = unix.MSG_DONTWAIT
+	return u, nil
+}
+
+func (u *udpPingpong) name() string {
+	if u.spin {
+		return "udpspin"
 	}
-	var stop atomic.Bool
-	echoErr := make(chan error, 1)
-	go func() {
-		if err := lockAndPin(cpuEcho); err != nil {
-			echoErr <- err
-			return
-		}
-		buf := make([]byte, 2048)
-		for !stop.Load() {
-			n, _, err := unix.Recvfrom(efd, buf, flags)
-			if err != nil {
-				if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-					continue
-				}
-				echoErr <- err
-				return
-			}
-			if _, err := unix.Write(efd, buf[:n]); err != nil {
-				echoErr <- err
-				return
-			}
-		}
-		echoErr <- nil
-	}()
-	var res latencyResult
-	var cerr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if cerr = lockAndPin(cpuClient); cerr != nil {
-			return
-		}
-		msg := make([]byte, o.size)
-		buf := make([]byte, 2048)
-		rtts := make([]time.Duration, 0, o.n)
-		lost := 0
-		for i := 0; i < o.warmup+o.n; i++ {
-			t0 := time.Now()
-			if _, cerr = unix.Write(cfd, msg); cerr != nil {
-				return
-			}
-			var err error
-			for {
-				_, _, err = unix.Recvfrom(cfd, buf, flags)
-				if spin && errors.Is(err, unix.EAGAIN) && time.Since(t0) < o.timeout {
-					continue
-				}
-				if errors.Is(err, unix.EINTR) {
-					continue
-				}
-				break
-			}
-			rtt := time.Since(t0)
-			if err != nil {
-				lost++
+	return "udp"
+}
+
+func (u *udpPingpong) mode() string {
+	if u.spin {
+		return "kernel UDP, MSG_DONTWAIT busy poll"
+	}
+	return "kernel UDP, blocking recvfrom"
+}
+
+func (u *udpPingpong) flags() int {
+	if u.spin {
+		return unix.MSG_DONTWAIT
+	}
+	return 0
+}
+
+func (u *udpPingpong) echo(stop *atomic.Bool) error {
+	for !stop.Load() {
+		n, _, err := unix.Recvfrom(u.efd, u.ebuf, u.flags())
+		if err != nil {
+			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
 				continue
 			}
-			if i >= o.warmup {
-				rtts = append(rtts, rtt)
-			}
+			return err
 		}
-		mode := "blocking recvfrom"
-		if spin {
-			mode = "MSG_DONTWAIT busy poll"
+		if _, err := unix.Write(u.efd, u.ebuf[:n]); err != nil {
+			return err
 		}
-		res = summarize(name, rtts, lost, mode)
-	}()
-	<-done
-	stop.Store(true)
-	if err := <-echoErr; err != nil {
-		return res, fmt.Errorf("echo: %w", err)
 	}
-	return res, cerr
+	return nil
+}
+
+func (u *udpPingpong) roundTrip(timeout time.Duration) (time.Duration, error) {
+	u.seq++
+	setSeq(u.msg, u.seq)
+	t0 := time.Now()
+	if _, err := unix.Write(u.cfd, u.msg); err != nil {
+		return 0, err
+	}
+	for {
+		n, _, err := unix.Recvfrom(u.cfd, u.buf, u.flags())
+		switch {
+		case err == nil:
+			if n >= 8 && getSeq(u.buf) == u.seq {
+				return time.Since(t0), nil
+			}
+			// late reply to a timed-out round trip: keep waiting
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			if !u.spin || time.Since(t0) > timeout {
+				return 0, errLost
+			}
+		default:
+			return 0, err
+		}
+	}
+}
+
+func (u *udpPingpong) close() {
+	if u.cfd >= 0 {
+		unix.Close(u.cfd)
+	}
+	if u.efd >= 0 {
+		unix.Close(u.efd)
+	}
 }
 
 // udpSocket returns a UDP socket bound to local:lport and connected to
@@ -378,4 +516,23 @@ func udpSocket(local netip.Addr, lport int, remote netip.Addr, rport int) (int, 
 		return -1, os.NewSyscallError("connect", err)
 	}
 	return fd, nil
+}
+
+// setSeq and getSeq put a round trip's sequence number in the first 8
+// payload bytes, so a late reply is never taken for the current one.
+func setSeq(b []byte, seq uint64) { binary.LittleEndian.PutUint64(b, seq) }
+
+func getSeq(b []byte) uint64 {
+	if len(b) < 8 {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(b)
+}
+
+// fixUDPChecksum recomputes the UDP checksum of an IPv4/UDP frame after
+// its payload changed.
+func fixUDPChecksum(frame []byte) {
+	udp := frame[34:]
+	udp[6], udp[7] = 0, 0
+	binary.BigEndian.PutUint16(udp[6:8], testbed.UDPChecksum(frame[14:34], udp))
 }

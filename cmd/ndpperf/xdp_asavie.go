@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -10,19 +9,19 @@ import (
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
 
-// The same raw ping-pong as pingpongXDP, through github.com/asavie/xdp
+// The same raw ping-pong as xdpPingpong, through github.com/asavie/xdp
 // v0.3.3 (its default program redirects every frame of the queue to the
-// socket; attached with netlink, native mode on veth). Imported only here,
-// for comparison.
+// socket; attached with netlink, driver-chosen mode: native on veth).
+// Imported only here, for comparison.
 
 type asavieEnd struct {
+	ns      *testbed.Namespace
 	ifindex int
 	xsk     *asavie.Socket
 	prog    *asavie.Program
 }
 
-// openAsavie retries for a second: asavie does not retry bind on EBUSY, which
-// it gets while the previous transport's socket on the queue is torn down.
+// openAsavie retries for a second: asavie does not retry bind on EBUSY.
 func openAsavie(ns *testbed.Namespace, ifindex int) (*asavieEnd, error) {
 	deadline := time.Now().Add(time.Second)
 	for {
@@ -35,7 +34,7 @@ func openAsavie(ns *testbed.Namespace, ifindex int) (*asavieEnd, error) {
 }
 
 func openAsavieOnce(ns *testbed.Namespace, ifindex int) (*asavieEnd, error) {
-	e := &asavieEnd{ifindex: ifindex}
+	e := &asavieEnd{ns: ns, ifindex: ifindex}
 	err := ns.Do(func() error {
 		var err error
 		e.xsk, err = asavie.NewSocket(ifindex, 0, &asavie.SocketOptions{
@@ -55,14 +54,15 @@ func openAsavieOnce(ns *testbed.Namespace, ifindex int) (*asavieEnd, error) {
 		return e.prog.Register(0, e.xsk.FD())
 	})
 	if err != nil {
-		e.close(ns)
+		e.close()
 		return nil, err
 	}
+	e.refill()
 	return e, nil
 }
 
-func (e *asavieEnd) close(ns *testbed.Namespace) {
-	_ = ns.Do(func() error {
+func (e *asavieEnd) close() {
+	_ = e.ns.Do(func() error {
 		if e.prog != nil {
 			e.prog.Unregister(0)
 			e.prog.Detach(e.ifindex)
@@ -82,96 +82,91 @@ func (e *asavieEnd) refill() {
 	}
 }
 
-func pingpongAsavie(pair *testbed.Pair, o pingpongOpts) (latencyResult, error) {
+type asaviePingpong struct {
+	a, b *asavieEnd
+	seq  uint64
+	tmpl []byte
+}
+
+func newAsaviePingpong(pair *testbed.Pair, o pingpongOpts) (*asaviePingpong, error) {
 	a, err := openAsavie(pair.A, pair.Veth.A.Index)
 	if err != nil {
-		return latencyResult{}, err
+		return nil, err
 	}
-	defer a.close(pair.A)
 	b, err := openAsavie(pair.B, pair.Veth.B.Index)
 	if err != nil {
-		return latencyResult{}, err
+		a.close()
+		return nil, err
 	}
-	defer b.close(pair.B)
-	a.refill()
-	b.refill()
-	cpuClient, cpuEcho := cpuPair()
+	f := ppFrame(pair, ppXDPPort)
+	tmpl := make([]byte, testbed.UDPHeaderLen+o.size)
+	f.Build(tmpl, make([]byte, o.size))
+	return &asaviePingpong{a: a, b: b, tmpl: tmpl}, nil
+}
 
-	var stop atomic.Bool
-	echoErr := make(chan error, 1)
-	go func() {
-		if err := lockAndPin(cpuEcho); err != nil {
-			echoErr <- err
-			return
+func (p *asaviePingpong) name() string { return "asavie" }
+func (p *asaviePingpong) mode() string {
+	return "github.com/asavie/xdp v0.3.3, default socket flags, netlink attach"
+}
+
+func (p *asaviePingpong) echo(stop *atomic.Bool) error {
+	b := p.b
+	for !stop.Load() {
+		n := b.xsk.NumReceived()
+		if n == 0 {
+			continue
 		}
-		for !stop.Load() {
-			n := b.xsk.NumReceived()
-			if n == 0 {
-				continue
-			}
-			rx := b.xsk.Receive(n)
-			for _, d := range rx {
-				testbed.SwapUDP(b.xsk.GetFrame(d))
-			}
-			b.xsk.Transmit(rx)
-			if c := b.xsk.NumCompleted(); c > 0 {
-				b.xsk.Complete(c)
-			}
-			b.refill()
+		rx := b.xsk.Receive(n)
+		for _, d := range rx {
+			testbed.SwapUDP(b.xsk.GetFrame(d))
 		}
-		echoErr <- nil
-	}()
-	var res latencyResult
-	var cerr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if cerr = lockAndPin(cpuClient); cerr != nil {
-			return
+		b.xsk.Transmit(rx)
+		if c := b.xsk.NumCompleted(); c > 0 {
+			b.xsk.Complete(c)
 		}
-		f := ppFrame(pair, ppXDPPort)
-		tmpl := make([]byte, testbed.UDPHeaderLen+o.size)
-		f.Build(tmpl, make([]byte, o.size))
-		rtts := make([]time.Duration, 0, o.n)
-		lost := 0
-		for i := 0; i < o.warmup+o.n; i++ {
-			if c := a.xsk.NumCompleted(); c > 0 {
-				a.xsk.Complete(c)
-			}
-			tx := a.xsk.GetDescs(1)
-			if len(tx) == 0 {
-				i--
-				continue
-			}
-			tx[0].Len = uint32(copy(a.xsk.GetFrame(tx[0]), tmpl))
-			t0 := time.Now()
-			a.xsk.Transmit(tx)
-			n := 0
-			for n == 0 {
-				n = a.xsk.NumReceived()
-				if n == 0 && time.Since(t0) > o.timeout {
-					break
-				}
-			}
-			if n > 0 {
-				a.xsk.Receive(n)
+		b.refill()
+	}
+	return nil
+}
+
+func (p *asaviePingpong) roundTrip(timeout time.Duration) (time.Duration, error) {
+	a := p.a
+	if c := a.xsk.NumCompleted(); c > 0 {
+		a.xsk.Complete(c)
+	}
+	tx := a.xsk.GetDescs(1)
+	for len(tx) == 0 {
+		if c := a.xsk.NumCompleted(); c > 0 {
+			a.xsk.Complete(c)
+		}
+		tx = a.xsk.GetDescs(1)
+	}
+	frame := a.xsk.GetFrame(tx[0])
+	tx[0].Len = uint32(copy(frame, p.tmpl))
+	p.seq++
+	setSeq(frame[testbed.UDPHeaderLen:], p.seq)
+	fixUDPChecksum(frame[:tx[0].Len])
+	t0 := time.Now()
+	a.xsk.Transmit(tx)
+	for {
+		if n := a.xsk.NumReceived(); n > 0 {
+			match := false
+			for _, d := range a.xsk.Receive(n) {
+				match = match || getSeq(a.xsk.GetFrame(d)[testbed.UDPHeaderLen:]) == p.seq
 			}
 			rtt := time.Since(t0)
 			a.refill()
-			if n == 0 {
-				lost++
-				continue
-			}
-			if i >= o.warmup {
-				rtts = append(rtts, rtt)
+			if match {
+				return rtt, nil
 			}
 		}
-		res = summarize("asavie", rtts, lost, "github.com/asavie/xdp v0.3.3, default socket flags, netlink attach")
-	}()
-	<-done
-	stop.Store(true)
-	if err := <-echoErr; err != nil {
-		return res, fmt.Errorf("echo: %w", err)
+		if time.Since(t0) > timeout {
+			return 0, errLost
+		}
 	}
-	return res, cerr
+}
+
+func (p *asaviePingpong) close() {
+	p.a.close()
+	p.b.close()
 }
