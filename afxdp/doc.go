@@ -81,15 +81,17 @@
 //
 // # Engine usage
 //
-//	p, err := afxdp.Open(afxdp.Config{Interface: "eth0", UDPPort: 4791, Queues: []int{0}})
-//	q, u := p.Queues()[0], p.UMEM()
-//	rx := make([]afxdp.Desc, 64)
-//	for {
-//		n := q.Receive(rx)             // frames now owned by the engine
+//	// On a thread inside the interface's netns (testbed.Namespace.Do in tests):
+//	p, err := afxdp.Open(afxdp.Config{Interface: "eth0", UDPPort: 6420, Queues: []int{0}})
+//	u, q := p.UMEM(), p.Queues()[0]
+//	fd, _ := u.DupFD()        // hand to an app process (SCM_RIGHTS); it mmaps u.Size() bytes
+//	rx, tx := make([]afxdp.Desc, 64), make([]afxdp.Desc, 64)
+//	for {                     // one goroutine owns p
+//		n := q.Receive(rx)    // frames now owned by the engine
 //		for _, d := range rx[:n] { handle(u.Bytes(d)) }
-//		u.Release(rx[:n])              // or Transmit them back out
-//		k := u.Alloc(tx)               // frames to build packets in
-//		... write u.Buffer(tx[i]), set tx[i].Len ...
-//		q.Transmit(tx[:k])             // n < k: ring full, retry the rest
+//		u.Release(rx[:n])     // or Transmit them back out
+//		k := u.Alloc(tx)      // frames to build packets in (u.Buffer(tx[i]), set tx[i].Len)
+//		m, err := q.Transmit(tx[:k]) // m < k, err == nil: TX ring full, retry tx[m:k] later
+//		if idle { p.Wait(timeout) }  // adaptive mode; p.Wake() from another goroutine ends it
 //	}
 package afxdp
