@@ -27,6 +27,7 @@ type Conn struct {
 	err         error // its reason (nil: clean)
 	released    bool  // Close was called
 	stackClosed bool
+	orphan      bool // closed by the application, still draining the peer's stream
 
 	rdWait, wrWait chan struct{} // capacity 1, see signal
 	done           chan struct{} // closed by Close or Stack.Close
@@ -226,14 +227,47 @@ func (c *Conn) close(abort bool) error {
 	c.released = true
 	close(c.done)
 	now := s.clock()
-	if abort && !c.closed {
+	switch {
+	case abort && !c.closed:
 		s.ep.Abort(c.h, now)
+	case !c.closed && s.ep.Readable(c.h) == 0:
+		if _, err := s.ep.Read(c.h, nil); err == nil {
+			// Nothing unread but the peer's stream has not ended: close
+			// gracefully as TCP does (FIN, keep reading and discarding
+			// until the peer's FIN), instead of the endpoint's Release,
+			// which resets a connection whose peer is still sending. The
+			// orphan is released on its EventClosed or EOF.
+			s.ep.CloseWrite(c.h, now)
+			c.orphan = true
+			s.afterCallLocked(now)
+			return nil
+		}
 	}
+	s.releaseLocked(c)
+	s.afterCallLocked(now)
+	return nil
+}
+
+// releaseLocked hands the connection back to the endpoint.
+func (s *Stack) releaseLocked(c *Conn) {
 	s.ep.Release(c.h)
 	s.pulls.Remove(c.h)
 	delete(s.conns, c.h)
-	s.afterCallLocked(now)
-	return nil
+}
+
+// drainOrphanLocked discards data arriving on an orphaned connection and
+// releases it once the peer's stream ended.
+func (s *Stack) drainOrphanLocked(c *Conn) {
+	for {
+		n, err := s.ep.Read(c.h, s.scratch[:])
+		if err != nil || c.closed {
+			s.releaseLocked(c)
+			return
+		}
+		if n == 0 {
+			return
+		}
+	}
 }
 
 // waitErr maps an await failure to the error a blocked call returns.

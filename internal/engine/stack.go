@@ -58,6 +58,7 @@ type Stack struct {
 	pushRetry ndp.Time // edge pacer held pushes back until then (0: none)
 	stats     Stats
 	closed    bool
+	scratch   [4096]byte // discarded data of orphaned connections
 
 	resolveMu sync.Mutex // serialises Resolver calls (made without mu)
 
@@ -272,6 +273,13 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 		if c == nil {
 			continue
 		}
+		if c.orphan {
+			if ev.Kind == ndp.EventClosed {
+				c.closed = true
+			}
+			s.drainOrphanLocked(c)
+			continue
+		}
 		switch ev.Kind {
 		case ndp.EventReadable:
 			signal(c.rdWait)
@@ -428,7 +436,9 @@ func (s *Stack) Close() error {
 			s.ep.Abort(h, now)
 		}
 		c.stackClosed = true
-		close(c.done)
+		if !c.released {
+			close(c.done)
+		}
 		delete(s.conns, h)
 	}
 	for p, l := range s.listeners {

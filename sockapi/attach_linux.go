@@ -1,0 +1,115 @@
+package sockapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/daemon"
+)
+
+// Attach connects to the ndpd daemon listening on the Unix control socket
+// socketPath and returns a Stack backed by it: the same API as Open, with
+// the NDP work done in ndpd and data moving through shared-memory rings
+// (internal/daemon describes them). When ndpd stops or dies under a running
+// application, every blocked and later call returns ErrDaemonGone.
+//
+// Attach fails if the daemon refuses the caller's uid/gid (the error
+// mentions "not allowed"), is draining, or has no free buffer partition.
+func Attach(socketPath string) (*Stack, error) {
+	c, err := daemon.Attach(socketPath, daemon.ClientConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("sockapi: attach: %w", err)
+	}
+	return newStack(&attached{c: c, epoch: time.Now()}), nil
+}
+
+// attached is the backend of an attached Stack: a daemon.Client.
+type attached struct {
+	c     *daemon.Client
+	epoch time.Time // origin of now()
+}
+
+// attachedErr maps the daemon client's errors onto the backend contract.
+func attachedErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, daemon.ErrDaemonGone):
+		return ErrDaemonGone
+	case errors.Is(err, daemon.ErrClientClosed):
+		return ErrStackClosed
+	case errors.Is(err, daemon.ErrCanceled):
+		return os.ErrDeadlineExceeded
+	}
+	return err
+}
+
+func (a *attached) dial(ctx context.Context, ip netip.Addr, port uint16, o dialOptions) (backendConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts := daemon.DialOptions{Size: o.size, Priority: o.priority, Paced: o.paced}
+	if o.deadline > 0 {
+		// o.deadline is on this backend's clock (now); the daemon takes it
+		// relative to the moment it reads the command.
+		opts.Deadline = max(time.Duration(o.deadline-a.now()), 1)
+	}
+	s, err := a.c.Dial(netip.AddrPortFrom(ip, port), opts)
+	if err != nil {
+		return nil, attachedErr(err)
+	}
+	return attachedConn{s}, nil
+}
+
+func (a *attached) listen(port uint16, _ int) (backendListener, error) {
+	l, err := a.c.Listen(port)
+	if err != nil {
+		return nil, attachedErr(err)
+	}
+	return attachedListener{l}, nil
+}
+
+func (a *attached) localAddr() netip.Addr { return a.c.LocalAddr() }
+func (a *attached) now() int64            { return int64(time.Since(a.epoch)) }
+func (a *attached) close() error          { return attachedErr(a.c.Close()) }
+
+type attachedConn struct{ s *daemon.ClientSock }
+
+func (c attachedConn) read(p []byte, cancel <-chan struct{}) (int, error) {
+	n, err := c.s.Read(p, time.Time{}, cancel)
+	return n, attachedErr(err)
+}
+
+func (c attachedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
+	n, err := c.s.Write(p, time.Time{}, cancel)
+	if err == nil && closeWrite {
+		err = c.s.CloseWrite()
+	}
+	return n, attachedErr(err)
+}
+
+func (c attachedConn) closeWrite() error { return attachedErr(c.s.CloseWrite()) }
+func (c attachedConn) close() error      { return attachedErr(c.s.Close()) }
+func (c attachedConn) abort() error      { return attachedErr(c.s.Abort()) }
+func (c attachedConn) remote() (netip.Addr, uint16) {
+	r := c.s.Remote()
+	return r.Addr(), r.Port()
+}
+func (c attachedConn) localPort() uint16 { return c.s.LocalPort() }
+
+type attachedListener struct{ l *daemon.ClientListener }
+
+func (l attachedListener) accept(cancel <-chan struct{}) (backendConn, error) {
+	s, err := l.l.Accept(time.Time{}, cancel)
+	if err != nil {
+		return nil, attachedErr(err)
+	}
+	return attachedConn{s}, nil
+}
+
+func (l attachedListener) close() error { return attachedErr(l.l.Close()) }
+func (l attachedListener) port() uint16 { return l.l.Port() }

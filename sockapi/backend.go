@@ -1,0 +1,81 @@
+package sockapi
+
+import (
+	"context"
+	"net/netip"
+	"time"
+)
+
+// backend is what a Stack runs on. Two implementations:
+//
+//   - embedded (embedded.go): an internal/engine.Stack in this process,
+//     driven by the goroutines that wait on it (Open, OpenPipe);
+//   - attached (attach*.go, owned by the daemon side): ndpd over the
+//     shared-memory rings of package ring (Attach).
+//
+// Contract, for every implementation:
+//
+//   - Blocking calls take cancel, a channel that is closed when the caller's
+//     deadline passes (it may be nil: no deadline). When it is closed the
+//     call returns os.ErrDeadlineExceeded at once, without side effects
+//     beyond what it already did (write returns the bytes accepted so far).
+//   - Errors are the package's sentinels (or errors wrapping them, which
+//     errors.Is finds): io.EOF (peer closed its side, unwrapped),
+//     net.ErrClosed (the conn / listener was closed locally),
+//     ErrConnReset, ErrConnRefused, ErrDeadlineUnmeetable, ErrTimeout,
+//     ErrNoRoute (neighbour resolution failed), ErrDaemonGone (attached
+//     backend: ndpd died), ErrStackClosed (the Stack was closed). The
+//     public layer wraps them in *net.OpError; it does not translate them.
+//   - close on a conn makes its blocked read and write return
+//     net.ErrClosed; close on a listener makes accept return net.ErrClosed;
+//     close on the backend makes everything return ErrStackClosed (or
+//     ErrDaemonGone).
+//   - All methods are safe for concurrent use; one read and one write may
+//     block on the same conn at once.
+type backend interface {
+	// dial opens a connection to ip:port (NDP port). Zero-RTT: it may
+	// return before anything was sent; a refusal surfaces on read/write.
+	dial(ctx context.Context, ip netip.Addr, port uint16, o dialOptions) (backendConn, error)
+	// listen accepts connections on an NDP port; backlog <= 0 means a default.
+	listen(port uint16, backlog int) (backendListener, error)
+	// localAddr is the stack's IPv4 address.
+	localAddr() netip.Addr
+	// now is the clock D3 deadlines are expressed on (nanoseconds).
+	now() int64
+	close() error
+}
+
+// backendConn is one connection of a backend.
+type backendConn interface {
+	read(p []byte, cancel <-chan struct{}) (int, error)
+	// write writes all of p unless an error or cancel stops it; with
+	// closeWrite the write side is closed (FIN) after p in the same batch.
+	write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error)
+	closeWrite() error
+	// close releases the connection (FIN if the peer's stream was read to
+	// the end, else reset); abort always resets.
+	close() error
+	abort() error
+	// remote is the peer's IPv4 address and NDP port; localPort is the
+	// local NDP port (0 when unknown).
+	remote() (netip.Addr, uint16)
+	localPort() uint16
+}
+
+// backendListener accepts connections on one port.
+type backendListener interface {
+	accept(cancel <-chan struct{}) (backendConn, error)
+	close() error
+	port() uint16
+}
+
+// dialOptions are the resolved DialOptions handed to a backend.
+type dialOptions struct {
+	size     int64 // D3 size hint in bytes, 0 = none
+	deadline int64 // D3 deadline on the backend's clock (backend.now), 0 = none
+	priority uint8
+	paced    bool
+	timeout  time.Duration // unused by backends; Dial applies it to ctx
+
+	d3Deadline time.Time // WithDeadline, converted to deadline by Dial
+}

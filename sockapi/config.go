@@ -1,0 +1,162 @@
+package sockapi
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+	"go.uber.org/zap"
+)
+
+// PollMode says how goroutines waiting on the stack spend the wait.
+type PollMode uint8
+
+const (
+	// PollAdaptive spins briefly (Config.Spin), then sleeps until the NIC
+	// has frames or a timer is due. The zero value; right when many
+	// goroutines share the stack or cores are scarce.
+	PollAdaptive PollMode = iota
+	// PollBusy spins until the call can complete: lowest latency, one core
+	// per waiting goroutine. Use with few goroutines, ideally each locked to
+	// its own CPU.
+	PollBusy
+)
+
+// Policy is the receiver's pull scheduling policy.
+type Policy uint8
+
+const (
+	// PolicyFair shares the link fairly between senders. The zero value.
+	PolicyFair Policy = iota
+	// PolicyPriority serves higher WithPriority classes first.
+	PolicyPriority
+	// PolicyDeadline allocates rates from D3 size and deadline hints and
+	// quenches flows that cannot make their deadline.
+	PolicyDeadline
+)
+
+// Config configures an embedded stack (Open). Zero values select the
+// documented defaults.
+type Config struct {
+	// Interface is the network interface to run on (AF_XDP). Required for
+	// Open; ignored by OpenPipe. Open must be called in the interface's
+	// network namespace.
+	Interface string
+	// Queue is the interface queue to bind. Zero is queue 0.
+	Queue int
+	// Address is the local IPv4 address. Zero means the interface's first
+	// IPv4 address (required for OpenPipe).
+	Address netip.Addr
+	// UDPPort is the NDP service port (UDP) on the wire. Zero means 6420.
+	UDPPort uint16
+	// LinkRate in bits per second paces PULLs (receiver-driven congestion
+	// control). Zero means 10 Gb/s.
+	LinkRate int64
+	// Gamma in (0, 1] leaves HULL-style headroom: PULLs run at Gamma x
+	// LinkRate. Zero means 1.
+	Gamma float64
+	// Policy is the pull scheduling policy. Zero is PolicyFair.
+	Policy Policy
+	// MTU is the IPv4 MTU. Zero means the interface MTU (1500 for OpenPipe).
+	MTU int
+	// IW is the first-RTT window in packets. Zero means 30 (NDP paper).
+	IW int
+	// RTO is the retransmission timeout for real loss. Zero means 1ms.
+	RTO time.Duration
+	// MaxConns bounds open connections. Zero means 4096.
+	MaxConns int
+	// RecvBuffer and SendBuffer are per-connection buffer sizes in bytes.
+	// Zero means 256 KiB each.
+	RecvBuffer, SendBuffer int
+	// PollMode: zero is PollAdaptive.
+	PollMode PollMode
+	// Spin is how long adaptive waiters spin before sleeping. Zero means 50µs.
+	Spin time.Duration
+	// Logger receives setup and teardown logs. Nil means none.
+	Logger *zap.Logger
+}
+
+func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Config, error) {
+	if !c.Address.Is4() {
+		return engine.Config{}, fmt.Errorf("%w: Address %v is not IPv4", ErrInvalidConfig, c.Address)
+	}
+	maxConns := c.MaxConns
+	if maxConns == 0 {
+		maxConns = 4096
+	}
+	var pol pullpacer.Policy
+	switch c.Policy {
+	case PolicyFair:
+		pol = pullpacer.PolicyFair
+	case PolicyPriority:
+		pol = pullpacer.PolicyPriority
+	case PolicyDeadline:
+		pol = pullpacer.PolicyDeadline
+	default:
+		return engine.Config{}, fmt.Errorf("%w: Policy %d", ErrInvalidConfig, c.Policy)
+	}
+	var mode engine.PollMode
+	switch c.PollMode {
+	case PollAdaptive:
+		mode = engine.PollAdaptive
+	case PollBusy:
+		mode = engine.PollBusy
+	default:
+		return engine.Config{}, fmt.Errorf("%w: PollMode %d", ErrInvalidConfig, c.PollMode)
+	}
+	return engine.Config{
+		Link: link,
+		Endpoint: ndp.Config{
+			LocalIP: c.Address.As4(), UDPPort: c.UDPPort, MTU: c.MTU, IW: c.IW, RTO: c.RTO,
+			MaxConns: maxConns, RecvBuffer: c.RecvBuffer, SendBuffer: c.SendBuffer,
+			Seed: uint64(time.Now().UnixNano()),
+		},
+		Resolver: res,
+		LinkRate: c.LinkRate,
+		Gamma:    c.Gamma,
+		Policy:   pol,
+		Mode:     mode,
+		Spin:     c.Spin,
+		Logger:   c.Logger,
+	}, nil
+}
+
+// OpenPipe returns two embedded stacks joined by an in-memory cable, with
+// addresses a and b (IPv4). It needs no privileges or interfaces: for tests
+// and examples of code written against this package. cfg's other fields
+// apply to both (Interface is ignored).
+func OpenPipe(cfg Config, a, b netip.Addr) (*Stack, *Stack, error) {
+	macA, macB := [6]byte{0x02, 0x6e, 0x64, 0x70, 0, 1}, [6]byte{0x02, 0x6e, 0x64, 0x70, 0, 2}
+	mtu := cfg.MTU
+	if mtu == 0 {
+		mtu = 1500
+	}
+	la, lb := engine.NewMemPipe(engine.MemConfig{FrameCap: mtu + 14}, macA, macB)
+	res := engine.StaticResolver{a.As4(): macA, b.As4(): macB}
+	open := func(l engine.Link, ip netip.Addr) (*Stack, error) {
+		c := cfg
+		c.Address = ip
+		ec, err := c.engineConfig(l, res)
+		if err != nil {
+			return nil, err
+		}
+		s, err := engine.New(ec)
+		if err != nil {
+			return nil, err
+		}
+		return newStack(&embedded{s: s}), nil
+	}
+	sa, err := open(la, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := open(lb, b)
+	if err != nil {
+		sa.Close()
+		return nil, nil, err
+	}
+	return sa, sb, nil
+}

@@ -1,0 +1,137 @@
+package sockapi
+
+import (
+	"io"
+	"net"
+	"os"
+	"time"
+)
+
+// Conn is an NDP connection. It implements net.Conn: Read and Write may be
+// called concurrently (one of each at a time, as with any net.Conn);
+// deadlines are honoured (os.ErrDeadlineExceeded, a net.Error with
+// Timeout() true); Close unblocks Read and Write with net.ErrClosed.
+type Conn struct {
+	b      backendConn
+	local  Addr
+	remote Addr
+	rd, wd deadline
+}
+
+func newConn(b backendConn, localIP Addr) *Conn {
+	ip, port := b.remote()
+	c := &Conn{b: b, local: Addr{IP: localIP.IP, Port: b.localPort()}, remote: Addr{IP: ip, Port: port},
+		rd: makeDeadline(), wd: makeDeadline()}
+	return c
+}
+
+func (c *Conn) opErr(op string, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	return &net.OpError{Op: op, Net: "ndp", Source: c.local, Addr: c.remote, Err: err}
+}
+
+// Read implements net.Conn. It returns io.EOF after the peer closed its
+// write side and every byte was read.
+func (c *Conn) Read(p []byte) (int, error) {
+	cancel := c.rd.wait()
+	if isClosedChan(cancel) {
+		return 0, c.opErr("read", os.ErrDeadlineExceeded)
+	}
+	n, err := c.b.read(p, cancel)
+	return n, c.opErr("read", err)
+}
+
+// Write implements net.Conn: it writes all of p unless an error occurs.
+func (c *Conn) Write(p []byte) (int, error) {
+	cancel := c.wd.wait()
+	if isClosedChan(cancel) {
+		return 0, c.opErr("write", os.ErrDeadlineExceeded)
+	}
+	n, err := c.b.write(p, false, cancel)
+	return n, c.opErr("write", err)
+}
+
+// WriteAndClose writes p and closes the write side (FIN) in the same
+// batch, so a short message and its end leave in one packet: the zero-RTT
+// request of an RPC.
+func (c *Conn) WriteAndClose(p []byte) (int, error) {
+	cancel := c.wd.wait()
+	if isClosedChan(cancel) {
+		return 0, c.opErr("write", os.ErrDeadlineExceeded)
+	}
+	n, err := c.b.write(p, true, cancel)
+	return n, c.opErr("write", err)
+}
+
+// CloseWrite closes the write side: the peer reads io.EOF after the data
+// written so far. Reading continues to work.
+func (c *Conn) CloseWrite() error { return c.opErr("close", c.b.closeWrite()) }
+
+// Close implements net.Conn. If the peer's data was read to the end, the
+// write side is closed gracefully and the stack finishes delivering it in
+// the background; otherwise the connection is reset (as TCP does on close
+// with unread data). Blocked Read and Write return net.ErrClosed.
+func (c *Conn) Close() error { return c.opErr("close", c.b.close()) }
+
+// Abort resets the connection: the peer's calls fail with ErrConnReset.
+func (c *Conn) Abort() error { return c.opErr("close", c.b.abort()) }
+
+// LocalAddr implements net.Conn (an Addr; Port is 0 for dialed
+// connections, whose ephemeral NDP port the stack picks internally).
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr implements net.Conn (an Addr).
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// SetDeadline implements net.Conn.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.rd.set(t)
+	c.wd.set(t)
+	return nil
+}
+
+// SetReadDeadline implements net.Conn.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.rd.set(t); return nil }
+
+// SetWriteDeadline implements net.Conn.
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.wd.set(t); return nil }
+
+var _ net.Conn = (*Conn)(nil)
+
+// Listener accepts NDP connections on one port. It implements net.Listener.
+type Listener struct {
+	b     backendListener
+	local Addr
+	dl    deadline
+}
+
+// Accept implements net.Listener (the net.Conn is a *Conn).
+func (l *Listener) Accept() (net.Conn, error) { return l.AcceptNDP() }
+
+// AcceptNDP is Accept returning the concrete type.
+func (l *Listener) AcceptNDP() (*Conn, error) {
+	bc, err := l.b.accept(l.dl.wait())
+	if err != nil {
+		return nil, &net.OpError{Op: "accept", Net: "ndp", Addr: l.local, Err: err}
+	}
+	return newConn(bc, Addr{IP: l.local.IP, Port: l.b.port()}), nil
+}
+
+// SetDeadline bounds Accept calls (zero: none).
+func (l *Listener) SetDeadline(t time.Time) error { l.dl.set(t); return nil }
+
+// Close implements net.Listener: blocked Accept calls return net.ErrClosed
+// and connections not yet accepted are reset.
+func (l *Listener) Close() error {
+	if err := l.b.close(); err != nil {
+		return &net.OpError{Op: "close", Net: "ndp", Addr: l.local, Err: err}
+	}
+	return nil
+}
+
+// Addr implements net.Listener.
+func (l *Listener) Addr() net.Addr { return l.local }
+
+var _ net.Listener = (*Listener)(nil)

@@ -1,0 +1,62 @@
+package sockapi
+
+import (
+	"sync"
+	"time"
+)
+
+// deadline is a settable deadline for blocking calls, after net.Pipe's: wait
+// returns a channel that is closed once the deadline has passed. Setting a
+// deadline in the past closes it at once (unblocking current waiters);
+// setting a later one or none reopens it for future calls.
+type deadline struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel chan struct{}
+}
+
+func makeDeadline() deadline { return deadline{cancel: make(chan struct{})} }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.timer != nil && !d.timer.Stop() {
+		<-d.cancel // the timer fired: wait for its close to finish
+	}
+	d.timer = nil
+	closed := isClosedChan(d.cancel)
+	if t.IsZero() {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.cancel = make(chan struct{})
+		}
+		ch := d.cancel
+		d.timer = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.cancel)
+	}
+}
+
+// wait returns the channel blocking calls select on. It is nil-free: with
+// no deadline it is a channel that is never closed (until set).
+func (d *deadline) wait() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cancel
+}
+
+func isClosedChan(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

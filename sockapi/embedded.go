@@ -1,0 +1,65 @@
+package sockapi
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// embedded is the backend that runs an internal/engine.Stack in this
+// process: calls go straight to the engine, and the goroutine that waits
+// drives it.
+type embedded struct {
+	s *engine.Stack
+}
+
+func (e *embedded) dial(ctx context.Context, ip netip.Addr, port uint16, o dialOptions) (backendConn, error) {
+	c, err := e.s.Dial(ctx, ip.As4(), port, ndp.DialOptions{
+		Size: o.size, Deadline: ndp.Time(o.deadline), Priority: o.priority, Paced: o.paced,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return embeddedConn{c}, nil
+}
+
+func (e *embedded) listen(port uint16, backlog int) (backendListener, error) {
+	l, err := e.s.Listen(port, backlog)
+	if err != nil {
+		return nil, err
+	}
+	return embeddedListener{l}, nil
+}
+
+func (e *embedded) localAddr() netip.Addr { return netip.AddrFrom4(e.s.LocalAddr().IP) }
+func (e *embedded) now() int64            { return int64(e.s.Now()) }
+func (e *embedded) close() error          { return e.s.Close() }
+
+type embeddedConn struct{ c *engine.Conn }
+
+func (c embeddedConn) read(p []byte, cancel <-chan struct{}) (int, error) { return c.c.Read(p, cancel) }
+func (c embeddedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
+	return c.c.Write(p, closeWrite, cancel)
+}
+func (c embeddedConn) closeWrite() error { return c.c.CloseWrite() }
+func (c embeddedConn) close() error      { return c.c.Close() }
+func (c embeddedConn) abort() error      { return c.c.Abort() }
+func (c embeddedConn) remote() (netip.Addr, uint16) {
+	r := c.c.Remote()
+	return netip.AddrFrom4(r.IP), r.Port
+}
+func (c embeddedConn) localPort() uint16 { return c.c.LocalPort() }
+
+type embeddedListener struct{ l *engine.Listener }
+
+func (l embeddedListener) accept(cancel <-chan struct{}) (backendConn, error) {
+	c, err := l.l.Accept(cancel)
+	if err != nil {
+		return nil, err
+	}
+	return embeddedConn{c}, nil
+}
+func (l embeddedListener) close() error { return l.l.Close() }
+func (l embeddedListener) port() uint16 { return l.l.Port() }

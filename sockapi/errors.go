@@ -1,0 +1,40 @@
+package sockapi
+
+import (
+	"errors"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// Sentinel errors. Match them with errors.Is: calls return them wrapped in
+// *net.OpError. They are the same values as package ndp's, so either name
+// matches.
+var (
+	// ErrConnReset: the peer aborted the connection.
+	ErrConnReset = ndp.ErrConnReset
+	// ErrConnRefused: nobody listens on the remote port (or the remote
+	// connection table is full). With zero-RTT dialing it is reported by
+	// the first Read or Write after the data reached the peer, within one
+	// round trip of Dial.
+	ErrConnRefused = ndp.ErrConnRefused
+	// ErrDeadlineUnmeetable: the connection was quenched because its D3
+	// deadline (WithDeadline) cannot be met; both ends get it at once
+	// instead of a late answer.
+	ErrDeadlineUnmeetable = ndp.ErrDeadlineUnmeetable
+	// ErrTimeout: the peer stopped answering (repeated retransmission
+	// timeouts).
+	ErrTimeout = ndp.ErrTimeout
+	// ErrNoRoute: the peer's IPv4 address could not be resolved to a MAC
+	// address (no ARP answer).
+	ErrNoRoute = engine.ErrNoNeighbor
+	// ErrStackClosed: the Stack was closed.
+	ErrStackClosed = engine.ErrStackClosed
+	// ErrDaemonGone: the ndpd daemon this Stack is attached to went away;
+	// every connection of the Stack fails with it.
+	ErrDaemonGone = errors.New("sockapi: ndpd daemon gone")
+	// ErrInvalidConfig wraps every Config validation failure.
+	ErrInvalidConfig = errors.New("sockapi: invalid config")
+	// ErrMessageTooLarge: CallInto's response buffer is too small.
+	ErrMessageTooLarge = errors.New("sockapi: message larger than the buffer")
+)

@@ -1,0 +1,171 @@
+package sockapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/nettest"
+)
+
+var (
+	addrA = netip.MustParseAddr("10.99.0.1")
+	addrB = netip.MustParseAddr("10.99.0.2")
+)
+
+func pipe(t testing.TB) (*Stack, *Stack) {
+	t.Helper()
+	a, b, err := OpenPipe(Config{}, addrA, addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+var portSeq atomic.Uint32
+
+// TestNetConn runs x/net/nettest's conformance suite for net.Conn
+// (deadlines, Close unblocking, concurrent Read/Write, ordering).
+func TestNetConn(t *testing.T) {
+	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
+		a, b, err := OpenPipe(Config{}, addrA, addrB)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		port := uint16(1000 + portSeq.Add(1))
+		l, err := b.Listen(port)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		c1, err = a.Dial(context.Background(), fmt.Sprintf("%v:%d", addrB, port))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		// Zero-RTT: the listener learns of the connection with its first data.
+		if _, err := c1.Write([]byte{0}); err != nil {
+			return nil, nil, nil, err
+		}
+		c2, err = l.Accept()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		var one [1]byte
+		if _, err := io.ReadFull(c2, one[:]); err != nil {
+			return nil, nil, nil, err
+		}
+		stop = func() {
+			c1.Close()
+			c2.Close()
+			l.Close()
+			a.Close()
+			b.Close()
+		}
+		return c1, c2, stop, nil
+	})
+}
+
+func TestCallAndRecvMessage(t *testing.T) {
+	a, b := pipe(t)
+	l, err := b.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			m, err := l.RecvMessage(0)
+			if err != nil {
+				return
+			}
+			m.Reply(append([]byte("echo: "), m.Data...))
+		}
+	}()
+	for i := 0; i < 100; i++ {
+		req := bytes.Repeat([]byte{byte('a' + i%26)}, i*100)
+		resp, err := a.Call(context.Background(), addrB.String()+":7", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(resp, append([]byte("echo: "), req...)) {
+			t.Fatalf("call %d: wrong response (%d bytes)", i, len(resp))
+		}
+	}
+	buf := make([]byte, 10)
+	if _, err := a.CallInto(context.Background(), Addr{addrB, 7}, bytes.Repeat([]byte{1}, 100), buf); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("CallInto small buffer: %v", err)
+	}
+	if err := a.SendMessage(context.Background(), addrB.String()+":7", []byte("one-way")); err != nil {
+		t.Errorf("SendMessage: %v", err)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	a, _ := pipe(t)
+	_, err := a.Call(context.Background(), addrB.String()+":9999", []byte("hi"))
+	if !errors.Is(err, ErrConnRefused) {
+		t.Fatalf("got %v, want ErrConnRefused", err)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "read" {
+		t.Errorf("want a *net.OpError from read, got %#v", err)
+	}
+}
+
+func TestContextCancelsCall(t *testing.T) {
+	a, b := pipe(t)
+	l, _ := b.Listen(7)
+	go func() { // accept, never answer
+		c, err := l.Accept()
+		if err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+			time.Sleep(time.Second)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := a.Call(ctx, addrB.String()+":7", []byte("hi"))
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestStackCloseUnblocks(t *testing.T) {
+	a, b := pipe(t)
+	l, _ := b.Listen(7)
+	done := make(chan error, 1)
+	go func() { _, err := l.Accept(); done <- err }()
+	time.Sleep(10 * time.Millisecond)
+	b.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrStackClosed) {
+			t.Errorf("Accept after Stack.Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stack.Close did not unblock Accept")
+	}
+	_ = a
+}
+
+func TestParseAddr(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"10.0.0.1:7", true}, {"10.0.0.1:0", false}, {"[::1]:7", false}, {"nonsense", false}, {"10.0.0.1:65535", true},
+	} {
+		_, err := ParseAddr(tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ParseAddr(%q) = %v", tc.in, err)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package sockapi
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Stack is an NDP stack: embedded in this process (Open, OpenPipe) or
+// attached to the ndpd daemon (Attach). Its methods are safe for
+// concurrent use.
+type Stack struct {
+	b    backend
+	addr netip.Addr
+}
+
+func newStack(b backend) *Stack { return &Stack{b: b, addr: b.localAddr()} }
+
+// Addr is the stack's IPv4 address.
+func (s *Stack) Addr() netip.Addr { return s.addr }
+
+// Close closes every connection and listener of the stack (blocked calls
+// return ErrStackClosed) and releases the interface.
+func (s *Stack) Close() error { return s.b.close() }
+
+// Dial opens an NDP connection to addr ("10.0.0.2:7"). NDP is zero-RTT:
+// Dial only registers the connection (after resolving the peer's MAC
+// address through the kernel's neighbour table, which may block until ctx
+// ends); the first Write sends data at once. A refused connection
+// (ErrConnRefused) is reported by the first Read or Write after the
+// refusal arrived, one round trip later.
+func (s *Stack) Dial(ctx context.Context, addr string, opts ...DialOption) (*Conn, error) {
+	a, err := ParseAddr(addr)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "ndp", Err: err}
+	}
+	return s.DialAddr(ctx, a, opts...)
+}
+
+// DialAddr is Dial with a parsed address.
+func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn, error) {
+	var o dialOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if !o.d3Deadline.IsZero() {
+		o.deadline = s.b.now() + int64(time.Until(o.d3Deadline))
+		if o.deadline <= 0 {
+			o.deadline = 1
+		}
+	}
+	bc, err := s.b.dial(ctx, a.IP, a.Port, o)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: "ndp", Source: Addr{IP: s.addr}, Addr: a, Err: err}
+	}
+	return newConn(bc, Addr{IP: s.addr}), nil
+}
+
+// Listen accepts connections on NDP port port.
+func (s *Stack) Listen(port uint16) (*Listener, error) {
+	bl, err := s.b.listen(port, 0)
+	if err != nil {
+		return nil, &net.OpError{Op: "listen", Net: "ndp", Addr: Addr{IP: s.addr, Port: port}, Err: err}
+	}
+	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, dl: makeDeadline()}, nil
+}
