@@ -147,6 +147,7 @@ func serve(c *Config, logOut io.Writer) error {
 		Region:       ring.RegionConfig{Sockets: c.SocketsPerApp},
 		SpinFor:      time.Duration(c.Spin),
 		DrainTimeout: time.Duration(c.DrainTimeout),
+		LocalAddr:    addr,
 		Logger:       log,
 	}, tr)
 	if err != nil {

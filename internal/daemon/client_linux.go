@@ -45,6 +45,7 @@ type Client struct {
 	end    *ring.AppEnd
 	buf    *ring.BufferArea
 	layout ring.Layout
+	local  netip.Addr
 
 	mu         sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
 	frames     *ring.FrameStack
@@ -90,6 +91,10 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 	if err := replyErr(msg[:n]); err != nil {
 		return fail(err)
 	}
+	var local netip.Addr
+	if f := strings.Fields(string(msg[:n])); len(f) == 2 {
+		local, _ = netip.ParseAddr(f[1])
+	}
 	att, err := ring.RecvAttachment(ctl)
 	if err != nil {
 		return fail(fmt.Errorf("ndpd: attach %s: %w", path, err))
@@ -113,7 +118,7 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		return fail(err)
 	}
 	c := &Client{
-		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l,
+		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l, local: local,
 		frames:      ring.NewFrameStack(l.Part),
 		waiters:     make(map[uint64]chan Status),
 		listeners:   make(map[uint16]*ClientListener),
@@ -135,7 +140,7 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 // sentinel it names.
 func replyErr(b []byte) error {
 	s := string(b)
-	if s == "OK" {
+	if s == "OK" || strings.HasPrefix(s, "OK ") {
 		return nil
 	}
 	reason := strings.TrimPrefix(s, "ERR ")
@@ -172,6 +177,9 @@ func QueryStatus(path string) (Snapshot, error) {
 	return snap, nil
 }
 
+// LocalAddr is the daemon's IPv4 address (invalid if it did not say).
+func (c *Client) LocalAddr() netip.Addr { return c.local }
+
 // App returns the AppID the daemon assigned.
 func (c *Client) App() ring.AppID { return c.layout.App }
 
@@ -190,7 +198,7 @@ func (c *Client) markGone() {
 
 func (c *Client) goneErr() error {
 	if c.closing.Load() {
-		return net.ErrClosed
+		return ErrClientClosed
 	}
 	return ErrDaemonGone
 }
@@ -207,7 +215,7 @@ func (c *Client) watchControl() {
 }
 
 // Close detaches: the daemon aborts this application's connections and
-// reclaims its buffers. Every blocked call returns net.ErrClosed.
+// reclaims its buffers. Every blocked and later call returns ErrClientClosed.
 func (c *Client) Close() error {
 	if c.closing.Swap(true) {
 		return net.ErrClosed

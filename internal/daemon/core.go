@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,9 @@ type Config struct {
 	// DrainTimeout bounds the graceful drain (Drain): open connections get
 	// this long to finish before the core stops anyway. Default 5s.
 	DrainTimeout time.Duration
+	// LocalAddr is the transport's IPv4 address, told to every attaching
+	// application (informational; the zero value is reported as unknown).
+	LocalAddr netip.Addr
 	// Logger receives setup, teardown and rare events (never per packet).
 	// nil = no logs.
 	Logger *zap.Logger
@@ -155,6 +159,9 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 
 // BufferFD is the shared buffer area's memfd (sent in every Attachment).
 func (c *Core) BufferFD() int { return c.buf.FD() }
+
+// LocalAddr is Config.LocalAddr.
+func (c *Core) LocalAddr() netip.Addr { return c.cfg.LocalAddr }
 
 func (c *Core) bind(conn ConnID, s *session, slot int) { c.conns[conn] = connRef{s, slot} }
 func (c *Core) unbind(conn ConnID)                     { delete(c.conns, conn) }

@@ -77,6 +77,8 @@ var (
 	// ErrDaemonGone: the daemon closed the control connection (it stopped
 	// or crashed); every call on an attached stack returns it.
 	ErrDaemonGone = errors.New("ndpd: daemon gone")
+	// ErrClientClosed: the application closed its Client (every call after).
+	ErrClientClosed = errors.New("ndpd: client closed")
 	// ErrProtocol: the peer broke the ring protocol (bad opcode, bad field).
 	ErrProtocol = errors.New("ndpd: protocol violation")
 	// ErrNoSlot: every socket slot of the region is in use (backpressure).

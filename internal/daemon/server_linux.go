@@ -21,7 +21,7 @@ import (
 // Control socket protocol (SOCK_SEQPACKET, so every message keeps its
 // boundaries and an SCM_RIGHTS attachment cannot be merged with text):
 //
-//	app → ndpd   "ATTACH"          ndpd → app  "OK", then the ring.Attachment message
+//	app → ndpd   "ATTACH"          ndpd → app  "OK [ipv4]", then the ring.Attachment message
 //	                                            or "ERR <reason>"
 //	any → ndpd   "STATUS"          ndpd → any  JSON Snapshot, or "ERR <reason>"
 //
@@ -253,7 +253,11 @@ func (s *Server) serveAttach(c *net.UnixConn, peer PeerCred) {
 	}
 	// att holds duplicates of the region's descriptors, ours to close, so a
 	// core that reclaims the app meanwhile cannot make us send stale numbers.
-	_, err = c.Write([]byte("OK"))
+	ok := "OK"
+	if a := s.core.LocalAddr(); a.IsValid() {
+		ok += " " + a.String()
+	}
+	_, err = c.Write([]byte(ok))
 	if err == nil {
 		err = ring.SendAttachment(c, att)
 	}
