@@ -75,6 +75,12 @@ type Config struct {
 	PollMode PollMode
 	// Spin is how long adaptive waiters spin before sleeping. Zero means 50µs.
 	Spin time.Duration
+	// NoBackgroundPoller disables the stack's background poller goroutine,
+	// so only goroutines inside calls on the stack drive it. For PollBusy
+	// setups where a goroutine always waits on the stack (a benchmark's
+	// pinned client or server thread): it then never competes for a CPU.
+	// Timers (retransmissions) run only while some call waits.
+	NoBackgroundPoller bool
 	// Logger receives setup and teardown logs. Nil means none.
 	Logger *zap.Logger
 }
@@ -114,13 +120,14 @@ func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Con
 			MaxConns: maxConns, RecvBuffer: c.RecvBuffer, SendBuffer: c.SendBuffer,
 			Seed: uint64(time.Now().UnixNano()),
 		},
-		Resolver: res,
-		LinkRate: c.LinkRate,
-		Gamma:    c.Gamma,
-		Policy:   pol,
-		Mode:     mode,
-		Spin:     c.Spin,
-		Logger:   c.Logger,
+		Resolver:     res,
+		LinkRate:     c.LinkRate,
+		Gamma:        c.Gamma,
+		Policy:       pol,
+		Mode:         mode,
+		Spin:         c.Spin,
+		NoBackground: c.NoBackgroundPoller,
+		Logger:       c.Logger,
 	}, nil
 }
 

@@ -53,10 +53,15 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 			s.spinners.Add(1)
 		}
 		s.appPollAt.Store(int64(now))
-		// Let other goroutines of this P run between polls: with more
-		// spinners than cores the Go scheduler otherwise preempts only
-		// every 10ms. Cheap when nothing else is runnable.
-		runtime.Gosched()
+		// Let other goroutines run between polls when this one is not the
+		// stack's only spinner (adaptive mode, or several busy waiters):
+		// with more spinners than cores the Go scheduler otherwise preempts
+		// only every 10ms. A lone busy spinner does not yield: for a
+		// goroutine locked to its thread (ndpperf) a yield costs a thread
+		// handoff.
+		if s.cfg.Mode == PollAdaptive || s.spinners.Load() > 1 {
+			runtime.Gosched()
+		}
 		return nil
 	}
 	// Block. Hand polling to the background poller first.
