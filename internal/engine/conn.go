@@ -72,8 +72,12 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 		s.mu.Lock()
 		n, err, ok := c.tryReadLocked(p)
 		if !ok {
-			s.pollLocked(s.clock())
+			now := s.clock()
+			s.pollDeferLocked(now, s.cfg.Mode == PollBusy)
 			n, err, ok = c.tryReadLocked(p)
+			if !ok && s.txDeferred {
+				s.pollLocked(now)
+			}
 		}
 		s.mu.Unlock()
 		if ok {
@@ -309,8 +313,12 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 		s.mu.Lock()
 		c, err, ok := l.tryAcceptLocked()
 		if !ok {
-			s.pollLocked(s.clock())
+			now := s.clock()
+			s.pollDeferLocked(now, s.cfg.Mode == PollBusy)
 			c, err, ok = l.tryAcceptLocked()
+			if !ok && s.txDeferred {
+				s.pollLocked(now)
+			}
 		}
 		s.mu.Unlock()
 		if ok {

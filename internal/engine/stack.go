@@ -49,16 +49,17 @@ type Stack struct {
 	frameCap int
 	localIP  [4]byte
 
-	mu        sync.Mutex
-	conns     map[ndp.Handle]*Conn
-	listeners map[uint16]*Listener
-	rx, tx    [][]byte
-	neigh     map[[4]byte]neighEntry
-	curFrame  []byte   // frame being handled (EventAccepted's local port)
-	pushRetry ndp.Time // edge pacer held pushes back until then (0: none)
-	stats     Stats
-	closed    bool
-	scratch   [4096]byte // discarded data of orphaned connections
+	mu         sync.Mutex
+	conns      map[ndp.Handle]*Conn
+	listeners  map[uint16]*Listener
+	rx, tx     [][]byte
+	neigh      map[[4]byte]neighEntry
+	curFrame   []byte   // frame being handled (EventAccepted's local port)
+	pushRetry  ndp.Time // edge pacer held pushes back until then (0: none)
+	txDeferred bool     // a pollDeferLocked skipped its transmit
+	stats      Stats
+	closed     bool
+	scratch    [4096]byte // discarded data of orphaned connections
 
 	resolveMu sync.Mutex // serialises Resolver calls (made without mu)
 
@@ -168,7 +169,16 @@ func (s *Stack) Poll() bool {
 // hand each to the endpoint, route its events, release due PULLs, fire due
 // timers, then fill transmit buffers from the endpoint and send them as one
 // batch. No allocation, logging or per-packet syscall.
-func (s *Stack) pollLocked(now ndp.Time) bool {
+func (s *Stack) pollLocked(now ndp.Time) bool { return s.pollDeferLocked(now, false) }
+
+// pollDeferLocked is pollLocked; with deferTx (PollBusy waiters) frames
+// received in this batch do not trigger a transmit yet: the caller checks
+// its condition first, so when the application answers at once (an RPC
+// server writing its response, a client closing after the response) the
+// ACKs leave in the same transmit batch as its data, one kick instead of
+// two on the critical path. The deferred frames go out with the next poll
+// or API call of any goroutine (txDeferred).
+func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 	if s.closed {
 		return false
 	}
@@ -202,6 +212,11 @@ func (s *Stack) pollLocked(now ndp.Time) bool {
 		work = true
 	}
 	s.drainEventsLocked(now)
+	if deferTx && n > 0 {
+		s.txDeferred = true
+		return work
+	}
+	s.txDeferred = false
 	if s.flushTxLocked(now) {
 		work = true
 	}
