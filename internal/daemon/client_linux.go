@@ -55,6 +55,7 @@ type Client struct {
 	waiters    map[uint64]chan Status
 	listeners  map[uint16]*ClientListener
 	socks      []*ClientSock // by slot; set under mu, read by the poller under mu
+	slotQ      [][]ring.Desc // per-slot RX queue storage, reused by each socket of the slot
 
 	framesAvail chan struct{} // completions returned frames (cap 1)
 	gone        chan struct{}
@@ -130,6 +131,10 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 	}
 	for i := DialSlots(l.Sockets) - 1; i >= 0; i-- {
 		c.dialFree = append(c.dialFree, i)
+	}
+	c.slotQ = make([][]ring.Desc, l.Sockets)
+	for i := range c.slotQ {
+		c.slotQ[i] = make([]ring.Desc, end.Sockets[i].RX.Spec().Slots)
 	}
 	go c.watchControl()
 	go c.poll()
@@ -381,7 +386,7 @@ func (c *Client) event(d *ring.Desc) {
 	case EvAccepted:
 		remote, _ := UnpackAddr(d.Aux)
 		port := uint16(d.Cookie)
-		s := newClientSock(c, slot, remote, port, int(c.end.Sockets[slot].RX.Spec().Slots))
+		s := newClientSock(c, slot, remote, port)
 		c.mu.Lock()
 		c.socks[slot] = s
 		l := c.listeners[port]
@@ -437,7 +442,7 @@ func (c *Client) Dial(remote netip.AddrPort, opts DialOptions) (*ClientSock, err
 	}
 	slot := c.dialFree[len(c.dialFree)-1]
 	c.dialFree = c.dialFree[:len(c.dialFree)-1]
-	s := newClientSock(c, slot, remote, 0, int(c.end.Sockets[slot].RX.Spec().Slots))
+	s := newClientSock(c, slot, remote, 0)
 	c.socks[slot] = s
 	c.mu.Unlock()
 	var ds [5]ring.Desc

@@ -31,9 +31,11 @@ type ClientSock struct {
 	closeCh chan struct{}
 }
 
-func newClientSock(c *Client, slot int, remote netip.AddrPort, port uint16, slots int) *ClientSock {
+// newClientSock makes the socket of slot; its RX queue is the slot's
+// preallocated one (a slot has one socket at a time).
+func newClientSock(c *Client, slot int, remote netip.AddrPort, port uint16) *ClientSock {
 	return &ClientSock{c: c, slot: slot, remote: remote, port: port,
-		q: make([]ring.Desc, slots), notify: make(chan struct{}, 1), closeCh: make(chan struct{})}
+		q: c.slotQ[slot], notify: make(chan struct{}, 1), closeCh: make(chan struct{})}
 }
 
 // Remote returns the peer's address; LocalPort the listened port (accepted
@@ -168,11 +170,12 @@ func (s *ClientSock) Read(p []byte, deadline time.Time, cancel <-chan struct{}) 
 	if len(p) == 0 {
 		return 0, nil
 	}
+	var relBuf [32]ring.Desc
 	for {
-		n, rel, err, ok := s.readQueued(p)
-		if len(rel) > 0 {
+		n, nrel, err, ok := s.readQueued(p, &relBuf)
+		if nrel > 0 {
 			s.c.mu.Lock()
-			s.c.releaseFramesLocked(rel)
+			s.c.releaseFramesLocked(relBuf[:nrel])
 			s.c.mu.Unlock()
 		}
 		if ok {
@@ -195,23 +198,25 @@ func (s *ClientSock) readable() bool {
 	return s.qLen > 0 || s.failErr != nil || s.closed
 }
 
-// readQueued serves a Read from the queue; ok=false means nothing to return yet.
-func (s *ClientSock) readQueued(p []byte) (n int, rel []ring.Desc, err error, ok bool) {
+// readQueued serves a Read from the queue; ok=false means nothing to return
+// yet. The descriptors it finished (at most len(rel)) are copied into rel
+// for release; it allocates nothing.
+func (s *ClientSock) readQueued(p []byte, rel *[32]ring.Desc) (n, nrel int, err error, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, nil, net.ErrClosed, true
+		return 0, 0, net.ErrClosed, true
 	}
-	for s.qLen > 0 && n < len(p) {
+	for s.qLen > 0 && n < len(p) && nrel < len(rel) {
 		d := &s.q[s.qHead]
 		if d.Op == OpEnd {
 			if n > 0 {
 				break
 			}
 			if st := Status(d.Aux); st != StatusOK {
-				return 0, rel, st.Err(), true
+				return 0, nrel, st.Err(), true
 			}
-			return 0, rel, io.EOF, true
+			return 0, nrel, io.EOF, true
 		}
 		data := s.c.buf.Data(d)
 		if data == nil || s.off > len(data) {
@@ -223,19 +228,20 @@ func (s *ClientSock) readQueued(p []byte) (n int, rel []ring.Desc, err error, ok
 		n += k
 		s.off += k
 		if k == len(data) {
-			rel = append(rel, *d)
+			rel[nrel] = *d
+			nrel++
 			s.off = 0
 			s.qHead = (s.qHead + 1) % len(s.q)
 			s.qLen--
 		}
 	}
 	if n > 0 {
-		return n, rel, nil, true
+		return n, nrel, nil, true
 	}
 	if s.failErr != nil {
-		return 0, rel, s.failErr, true
+		return 0, nrel, s.failErr, true
 	}
-	return 0, rel, nil, false
+	return 0, nrel, nil, false
 }
 
 // Write copies p into frames of the application's partition and publishes
