@@ -3,6 +3,7 @@ package afxdp
 import (
 	"errors"
 	"fmt"
+	"net"
 )
 
 // Sentinel errors. Every error returned by this package that has one of these
@@ -40,9 +41,9 @@ var (
 	ErrBadDescriptor = errors.New("afxdp: descriptor outside its frame")
 	// ErrInvalidConfig: Config failed validation; the wrapping error names the field.
 	ErrInvalidConfig = errors.New("afxdp: invalid config")
-	// ErrClosed is returned by operations on a closed Port (it is net.ErrClosed's
-	// sibling: errors.Is(err, ErrClosed)).
-	ErrClosed = errors.New("afxdp: port closed")
+	// ErrClosed is returned by operations on a closed Port; it wraps
+	// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds too.
+	ErrClosed = fmt.Errorf("afxdp: port closed: %w", net.ErrClosed)
 )
 
 // FrameError describes one ownership violation: frame Frame was expected to

@@ -278,7 +278,9 @@ func (p *Port) Stats() ([]QueueStats, error) {
 
 // Close detaches the program (closing the bpf_link), closes the sockets and
 // unmaps the UMEM. Frames and slices obtained from the Port are invalid
-// afterwards. Close is idempotent.
+// afterwards. Call it from the owner goroutine, or from another one while
+// the owner sleeps in Wait (which then returns ErrClosed) or no longer uses
+// the Port; afterwards Receive returns 0 and Transmit ErrClosed. Idempotent.
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		var errs []error

@@ -239,8 +239,11 @@ func (q *Queue) refill(force bool) {
 // given back with UMEM.Release or handed to Transmit. Receive first tops up
 // the fill ring from the free list, and when nothing arrived and the kernel
 // asked for a wakeup on the fill ring (need_wakeup), makes one recvfrom.
-// It never blocks; use Wait to sleep.
+// It never blocks; use Wait to sleep. After Close it returns 0.
 func (q *Queue) Receive(descs []Desc) int {
+	if q.waiter.closed.Load() {
+		return 0
+	}
 	q.refill(false)
 	n := q.rx.consAvail(uint32(len(descs)))
 	if n == 0 {
@@ -278,6 +281,9 @@ func (q *Queue) Receive(descs []Desc) int {
 // re-kicks frames a previous sendto left on the ring (copy mode sends at
 // most TxSkbBudget frames per sendto).
 func (q *Queue) Transmit(descs []Desc) (int, error) {
+	if q.waiter.closed.Load() {
+		return 0, ErrClosed
+	}
 	q.complete()
 	n := q.tx.prodFree(uint32(len(descs)))
 	led := q.umem.ledger
@@ -338,7 +344,12 @@ func (q *Queue) kick() error {
 // Complete reaps the completion ring: frames the kernel finished sending go
 // back to the free list. It returns how many. Transmit calls it; call it
 // directly only when not transmitting for a while.
-func (q *Queue) Complete() int { return q.complete() }
+func (q *Queue) Complete() int {
+	if q.waiter.closed.Load() {
+		return 0
+	}
+	return q.complete()
+}
 
 func (q *Queue) complete() int {
 	n := q.comp.consAvail(q.comp.size)

@@ -2,6 +2,7 @@ package afxdp
 
 import (
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,12 @@ func TestWakeAndCloseUnblockWait(t *testing.T) {
 	}
 	if err := p.Wake(); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Wake after Close: %v", err)
+	}
+	if n := p.Queues()[0].Receive(make([]Desc, 4)); n != 0 {
+		t.Fatalf("Receive after Close = %d", n)
+	}
+	if _, err := p.Queues()[0].Transmit(make([]Desc, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Transmit after Close: %v, want net.ErrClosed", err)
 	}
 }
 
