@@ -10,7 +10,9 @@
 // Addresses are whatever the caller passes (tests use 10.x.y.z/24, which
 // only ever exist inside the namespaces). Close deletes the namespaces
 // (which destroys the veth ends inside them); use New with t.Cleanup, or
-// NewT which registers it.
+// NewT which registers it. New also deletes namespaces of this naming scheme
+// whose process no longer exists (a test binary killed before its cleanup
+// ran), so a crashed run does not leave namespaces behind for long.
 //
 // Work that must happen inside a namespace (binding sockets, AF_XDP socket
 // creation, attaching XDP) runs through Namespace.Do, which locks the

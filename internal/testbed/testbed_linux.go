@@ -43,7 +43,45 @@ func New() (*Testbed, error) {
 		}
 		return nil, errors.New("testbed: " + reason)
 	}
+	reapStale()
 	return &Testbed{}, nil
+}
+
+// reapStale deletes namespaces a testbed of a process that no longer
+// exists left behind (killed by SIGKILL or a test timeout before Close).
+// Only names of the form ndp<pid>-<n> with a dead pid are touched, so live
+// testbeds of other processes are never disturbed.
+func reapStale() {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := testbedPID(e.Name())
+		if !ok || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+			_ = run("ip", "netns", "del", e.Name())
+		}
+	}
+}
+
+// testbedPID parses the pid out of a namespace name made by NewNamespace.
+func testbedPID(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "ndp")
+	if !ok {
+		return 0, false
+	}
+	pidStr, n, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	if _, err := strconv.Atoi(n); err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(pidStr)
+	return pid, err == nil && pid > 0
 }
 
 // NewT is New for tests: it calls RequireRoot, fails the test on error and

@@ -88,3 +88,40 @@ func TestDoRestoresNamespace(t *testing.T) {
 		t.Fatalf("namespace not restored: %s then %s", before, after)
 	}
 }
+
+func TestTestbedPID(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pid  int
+		ok   bool
+	}{
+		{"ndp123-4", 123, true},
+		{"ndp123-x", 0, false},
+		{"ndp-4", 0, false},
+		{"other", 0, false},
+		{"ndp0-1", 0, false},
+	} {
+		pid, ok := testbedPID(tc.name)
+		if ok != tc.ok || (ok && pid != tc.pid) {
+			t.Errorf("testbedPID(%q) = %d, %v", tc.name, pid, ok)
+		}
+	}
+}
+
+func TestReapStaleNamespace(t *testing.T) {
+	RequireRoot(t)
+	// A pid above pid_max cannot be alive.
+	name := "ndp99999999-1"
+	if err := run("ip", "netns", "add", name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = run("ip", "netns", "del", name) })
+	tb, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	if _, err := os.Stat("/run/netns/" + name); !os.IsNotExist(err) {
+		t.Fatalf("stale namespace %s survived New: %v", name, err)
+	}
+}
