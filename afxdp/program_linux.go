@@ -53,7 +53,10 @@ func be16(v uint16) int32 {
 	return int32(binary.NativeEndian.Uint16(b[:]))
 }
 
-func steeringInstructions(udpPort uint16) asm.Instructions {
+// steeringInstructions builds the program; missAction is the action when the
+// XSKMAP has no socket for the queue (XDP_PASS in production; tests use
+// XDP_DROP to tell "wanted the socket" from "left for the kernel").
+func steeringInstructions(udpPort uint16, missAction int32) asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, ctxData, asm.Word),
@@ -74,7 +77,7 @@ func steeringInstructions(udpPort uint16) asm.Instructions {
 		asm.JNE.Imm(asm.R5, be16(udpPort), "pass"),
 		asm.LoadMem(asm.R2, asm.R6, ctxRxQueueIndex, asm.Word),
 		asm.LoadMapPtr(asm.R1, 0).WithReference("xsks"),
-		asm.Mov.Imm(asm.R3, xdpPass),
+		asm.Mov.Imm(asm.R3, missAction),
 		asm.FnRedirectMap.Call(),
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, xdpPass).WithSymbol("pass"),
@@ -103,7 +106,7 @@ func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, mode 
 	if err != nil {
 		return nil, bpfError("create XSKMAP", iface, err)
 	}
-	insns := steeringInstructions(udpPort)
+	insns := steeringInstructions(udpPort, xdpPass)
 	for i := range insns {
 		if insns[i].Reference() == "xsks" {
 			if err := insns[i].AssociateMap(xsks); err != nil {
