@@ -229,8 +229,12 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 	if s.pushRetry != 0 && now >= s.pushRetry {
 		s.pushRetry = 0
 	}
+	// Ask the link for 1 buffer, then 4, 16, ... up to Batch while every
+	// buffer gets used: an idle poll (the common case while spinning)
+	// costs one buffer, not a whole batch handed out and taken back.
+	want := 1
 	for {
-		k := s.link.AllocTx(s.tx)
+		k := s.link.AllocTx(s.tx[:want])
 		if k == 0 {
 			s.stats.TxBackpressure++
 			return sent
@@ -262,6 +266,7 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if m < k {
 			return sent
 		}
+		want = min(4*want, len(s.tx))
 	}
 }
 

@@ -26,7 +26,7 @@ type vethPair struct {
 }
 
 // openXDPStack opens an AF_XDP link, a kernel resolver and a Stack inside ns.
-func openXDPStack(t testing.TB, ns *testbed.Namespace, l testbed.Link, mode PollMode, seed uint64) *Stack {
+func openXDPStack(t testing.TB, ns *testbed.Namespace, l testbed.Link, tweak func(*Config), seed uint64) *Stack {
 	t.Helper()
 	var s *Stack
 	err := ns.Do(func() error {
@@ -39,13 +39,16 @@ func openXDPStack(t testing.TB, ns *testbed.Namespace, l testbed.Link, mode Poll
 			link.Close()
 			return err
 		}
-		s, err = New(Config{
+		cfg := Config{
 			Link:     link,
 			Endpoint: ndp.Config{LocalIP: l.Addr.Addr().As4(), Seed: seed, MaxConns: 4096},
 			Resolver: res,
 			LinkRate: 10e9,
-			Mode:     mode,
-		})
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		s, err = New(cfg)
 		if err != nil {
 			link.Close()
 			res.Close()
@@ -61,14 +64,19 @@ func openXDPStack(t testing.TB, ns *testbed.Namespace, l testbed.Link, mode Poll
 
 func newVethPair(t testing.TB, mode PollMode) *vethPair {
 	t.Helper()
+	return newVethPairCfg(t, func(c *Config) { c.Mode = mode })
+}
+
+func newVethPairCfg(t testing.TB, tweak func(*Config)) *vethPair {
+	t.Helper()
 	tb := testbed.NewT(t)
 	p, err := tb.NewPair(testbed.VethConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := &vethPair{pair: p, ipA: p.Veth.A.Addr.Addr().As4(), ipB: p.Veth.B.Addr.Addr().As4()}
-	v.a = openXDPStack(t, p.A, p.Veth.A, mode, 11)
-	v.b = openXDPStack(t, p.B, p.Veth.B, mode, 22)
+	v.a = openXDPStack(t, p.A, p.Veth.A, tweak, 11)
+	v.b = openXDPStack(t, p.B, p.Veth.B, tweak, 22)
 	return v
 }
 
