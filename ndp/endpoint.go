@@ -186,7 +186,10 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	}
 	lport := opts.LocalPort
 	if lport == 0 {
-		lport = e.ephemeral()
+		if lport = e.ephemeral(); lport == 0 {
+			e.recycle(c)
+			return 0, ErrPortInUse
+		}
 	}
 	rip := binary.BigEndian.Uint32(remote.IP[:])
 	for {
@@ -215,8 +218,11 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	return c.handle(), nil
 }
 
+// ephemeral picks the next local port in [49152, 65535] nobody listens on
+// (0 if all are listened on). Ports may be shared by several dialed
+// connections: the connection id tells them apart.
 func (e *Endpoint) ephemeral() uint16 {
-	for {
+	for range 65536 - 49152 {
 		p := e.nextEphemeral
 		e.nextEphemeral++
 		if e.nextEphemeral == 0 {
@@ -226,6 +232,7 @@ func (e *Endpoint) ephemeral() uint16 {
 			return p
 		}
 	}
+	return 0
 }
 
 // Write copies p into h's send buffer and returns how much fit (a short

@@ -362,12 +362,17 @@ func TestAbortAndQuench(t *testing.T) {
 
 func TestTimeWaitRejectsReplay(t *testing.T) {
 	n := newTestNet(t, 5, Config{}, Config{})
-	// capture the dialer's first SYN frame
-	var firstSyn []byte
+	// capture each side's first SYN frame
+	var firstSyn, srvSyn []byte
 	n.middle = func(from, to int, b []byte) ([]byte, bool) {
 		var f Frame
-		if firstSyn == nil && ParseFrame(b, &f) == nil && f.Header.Flags&FlagSYN != 0 && from == 0 {
-			firstSyn = append([]byte(nil), b...)
+		if ParseFrame(b, &f) == nil && f.Header.Flags&FlagSYN != 0 {
+			if firstSyn == nil && from == 0 {
+				firstSyn = append([]byte(nil), b...)
+			}
+			if srvSyn == nil && from == 1 {
+				srvSyn = append([]byte(nil), b...)
+			}
 		}
 		return b, true
 	}
@@ -393,8 +398,15 @@ func TestTimeWaitRejectsReplay(t *testing.T) {
 		t.Fatalf("answer to replay: %+v", out)
 	}
 	// the dialer rejects a replay of the server's SYN too (time-wait at both ends)
-	if n.hosts[0].ep.Stats().TimeWaitActive != 1 {
+	cli := n.hosts[0].ep
+	if cli.Stats().TimeWaitActive != 1 {
 		t.Fatal("dialer has no time-wait entry")
+	}
+	if err := cli.HandleFrame(srvSyn, n.now+us); !errors.Is(err, ErrTimeWait) {
+		t.Fatalf("dialer accepted a replay of the server's first packet: %v", err)
+	}
+	if cli.Readable(n.hosts[0].events[0].Handle) != 0 {
+		t.Fatal("replayed data delivered")
 	}
 	// after time-wait expires the entry is gone
 	srv.HandleTimers(n.now + Time(srv.cfg.TimeWait) + ms)

@@ -2,6 +2,12 @@ package ndp
 
 import "encoding/binary"
 
+// Preallocated so that the switch helpers never allocate, even on error.
+var (
+	errNotTrimmable = &ParseError{Err: ErrNotNDP, Field: "not a trimmable DATA frame", Offset: -1}
+	errNotNDPFrame  = &ParseError{Err: ErrNotNDP, Field: "not an NDP frame", Offset: -1}
+)
+
 // Switch helpers used by internal/fabric and cmd/ndpswitch. They operate in
 // place on a frame that already passed (or was built by) this package and
 // never allocate. They re-check only what they need, so they are safe on
@@ -49,7 +55,7 @@ func IsControl(b []byte) bool {
 // (HeaderOverhead).
 func TrimFrame(b []byte) (int, error) {
 	if !IsTrimmable(b) {
-		return 0, &ParseError{Err: ErrNotNDP, Field: "not a trimmable DATA frame", Offset: -1}
+		return 0, errNotTrimmable
 	}
 	h := b[offNDP:offPayload]
 	binary.BigEndian.PutUint16(h[hFlags:], binary.BigEndian.Uint16(h[hFlags:])|uint16(FlagTrimmed))
@@ -68,7 +74,7 @@ func TrimFrame(b []byte) (int, error) {
 func BounceFrame(b []byte) error {
 	h := frameNDP(b)
 	if h == nil {
-		return &ParseError{Err: ErrNotNDP, Field: "not an NDP frame", Offset: -1}
+		return errNotNDPFrame
 	}
 	total := int(binary.BigEndian.Uint16(b[offIP+2:]))
 	if total < ipOverhead || offIP+total > len(b) {

@@ -150,10 +150,19 @@ func TestWireAllocs(t *testing.T) {
 	b := make([]byte, 2000)
 	var g Frame
 	bad := make([]byte, 10)
+	tb := make([]byte, 2000)
 	if a := testing.AllocsPerRun(100, func() {
 		n, _ := BuildFrame(b, &f)
 		_ = ParseFrame(b[:n], &g)
 		_ = ParseFrame(bad, &g)
+		copy(tb, b[:n])
+		IsTrimmable(tb[:n])
+		k, _ := TrimFrame(tb[:n])
+		_, _ = TrimFrame(tb[:k]) // error path
+		_ = BounceFrame(tb[:k])
+		_ = BounceFrame(bad)
+		FrameDst(tb)
+		FramePriority(tb)
 	}); a != 0 {
 		t.Fatalf("allocs per build+parse: %v", a)
 	}
