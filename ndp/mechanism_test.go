@@ -592,3 +592,117 @@ func TestReadEOFAndRelease(t *testing.T) {
 		t.Fatal("slot not freed")
 	}
 }
+
+func TestTrimmedHeaderOpensAndDuplicates(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	_, data := dialWrite(t, a, b, 3*a.MSS(), DialOptions{})
+	rs := poll(t, a, 0, true)
+	hdr := rec{b: append([]byte(nil), rs[1].b...)}
+	k, _ := TrimFrame(hdr.b)
+	hdr.b = hdr.b[:k]
+	deliver(t, b, us, hdr) // a trimmed first-RTT header opens the connection
+	evs := events(b)
+	acc, ok := findEvent(evs, EventAccepted)
+	if !ok || countPulls(evs) != 1 {
+		t.Fatalf("trimmed SYN header: accepted=%v pulls=%d", ok, countPulls(evs))
+	}
+	if nacks := ofType(poll(t, b, us, true), TypeNack); len(nacks) != 1 {
+		t.Fatal("no NACK for the opening header")
+	}
+	deliver(t, b, 2*us, rs[0], rs[0], rs[2]) // a duplicate of packet 0
+	evs = events(b)
+	if _, again := findEvent(evs, EventAccepted); again {
+		t.Fatal("duplicate opened a second connection")
+	}
+	if st := b.Stats(); st.DuplicatesIn != 1 || st.ConnsOpened != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if acks := ofType(poll(t, b, 2*us, true), TypeAck); len(acks) != 3 {
+		t.Fatalf("%d ACKs (duplicates are re-ACKed)", len(acks))
+	}
+	// the retransmission of packet 1 completes the stream
+	rtx := rs[1]
+	deliver(t, b, 3*us, rtx)
+	got := make([]byte, len(data))
+	n, _ := b.Read(acc.Handle, got)
+	if !bytes.Equal(got[:n], data) {
+		t.Fatalf("read %d", n)
+	}
+}
+
+func TestStallProbeRecoversLostPull(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	dialWrite(t, a, b, 2*a.MSS(), DialOptions{})
+	rs := poll(t, a, 0, true)
+	k, _ := TrimFrame(rs[0].b)
+	rs[0].b = rs[0].b[:k]
+	deliver(t, b, us, rs...)
+	events(b)
+	deliver(t, a, 2*us, poll(t, b, us, true)...) // ACK + NACK; the PULL is never released/lost
+	if out := poll(t, a, 2*us, true); len(out) != 0 {
+		t.Fatal("sent without pull")
+	}
+	want := 2*us + Time(a.cfg.StallTimeout)
+	var at Time
+	for i := 0; i < 100; i++ { // lazy RTO wake-ups may come first; they send nothing
+		var ok bool
+		if at, ok = a.NextTimer(); !ok || at > want {
+			t.Fatalf("stall timer %v %v (want %v)", at, ok, want)
+		}
+		a.HandleTimers(at)
+		if at == want {
+			break
+		}
+		if out := poll(t, a, at, true); len(out) != 0 {
+			t.Fatalf("sent at %v before the stall timeout", at)
+		}
+	}
+	out := poll(t, a, at, true)
+	if len(out) != 1 || out[0].f.Header.Seq != rs[0].f.Header.Seq {
+		t.Fatalf("stall probe: %+v", out)
+	}
+	if a.Stats().StallProbes != 1 {
+		t.Fatal("probe not counted")
+	}
+}
+
+func TestReleaseLingersUntilAcked(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	ha, _ := dialWrite(t, a, b, 100, DialOptions{})
+	a.CloseWrite(ha, 0)
+	deliver(t, b, us, poll(t, a, 0, true)...)
+	acc, _ := findEvent(events(b), EventAccepted)
+	hb := acc.Handle
+	b.Read(hb, make([]byte, 200))
+	b.Write(hb, []byte("response"), us)
+	b.Release(hb) // read side done: closes the write side and lingers
+	if _, err := b.Write(hb, []byte("x"), us); !errors.Is(err, ErrInvalidHandle) {
+		t.Fatalf("handle still usable after Release: %v", err)
+	}
+	out := poll(t, b, us, true)
+	data := ofType(out, TypeData)
+	if len(data) != 1 || data[0].f.Header.Flags&FlagFIN == 0 {
+		t.Fatalf("release did not send FIN: %+v", data)
+	}
+	deliver(t, a, 2*us, out...)
+	if st := b.Stats(); st.ConnsActive != 1 {
+		t.Fatal("freed before the peer acknowledged")
+	}
+	deliver(t, b, 3*us, poll(t, a, 2*us, true)...)
+	if st := b.Stats(); st.ConnsActive != 0 || st.ConnsClosed != 1 {
+		t.Fatalf("lingering connection not freed: %+v", st)
+	}
+	if evs := events(b); len(evs) != 0 {
+		t.Fatalf("events for a released handle: %+v", evs)
+	}
+	// Release with unread peer data aborts
+	a2 := mkEP(t, [4]byte{10, 0, 0, 3}, nil)
+	h2, _ := a2.Dial(addrOf(b, 80), DialOptions{}, 3*us)
+	a2.Write(h2, []byte("more to come"), 3*us)
+	deliver(t, b, 4*us, poll(t, a2, 3*us, true)...)
+	acc2, _ := findEvent(events(b), EventAccepted)
+	b.Release(acc2.Handle)
+	if r := ofType(poll(t, b, 4*us, true), TypeReset); len(r) != 1 {
+		t.Fatal("release with the peer still sending must reset")
+	}
+}
