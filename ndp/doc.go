@@ -17,7 +17,23 @@
 //
 // Frames are Ethernet II / IPv4 / UDP / NDP header (see wire.go and
 // docs/wire.md). ParseFrame and BuildFrame never allocate; PollFrame builds
-// data frames directly into the caller's buffer.
+// data frames directly into the caller's buffer (at least MaxFrameLen(MTU)
+// bytes). HandleFrame does not retain the frame. The switch helpers
+// (TrimFrame, BounceFrame, IsTrimmable, IsControl, FrameDst, FramePriority)
+// work in place for internal/fabric and cmd/ndpswitch. Package
+// ndp/ndplayer registers a gopacket layer for the same format.
+//
+// Inside an Endpoint: a connection table (open addressing, keyed by remote
+// IP, ports and connection id) maps frames to pooled connection objects,
+// each with a sender (send ring, packet descriptors by sequence number,
+// retransmission queue, push/pull/unsolicited credits, RTO) and a receiver
+// (sequence bitmaps, reassembly ring, pull accounting and flow control)
+// and a path Scoreboard. Outputs wait in a control-frame queue (ACK, NACK,
+// PULL, RESET: sent first) and in ready queues of connections with pulled
+// or unsolicited data (round robin). Events coalesce per connection.
+// Timers are one deadline per connection in an indexed heap, plus the
+// time-wait FIFO. Nothing on the path of HandleFrame, PollFrame or
+// PullReleased allocates in steady state.
 //
 // Protocol summary (paper section 3.2): a dialer registers a connection
 // (Dial) and pushes up to IW packets at once, each with SYN and its offset
