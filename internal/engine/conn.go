@@ -248,6 +248,15 @@ func (c *Conn) close(abort bool) error {
 		}
 	}
 	s.releaseLocked(c)
+	if s.cfg.Mode == PollBusy && !abort {
+		// What Close leaves to send is control (the ACK of the last
+		// data, a FIN): in busy mode the caller is about to make its next
+		// call, whose transmit batch carries it (one kick for both; an
+		// RPC client's Close is then off the critical path). The
+		// background poller, if any, flushes it otherwise.
+		s.txDeferred = true
+		return nil
+	}
 	s.afterCallLocked(now)
 	return nil
 }

@@ -378,16 +378,24 @@ func signal(ch chan struct{}) {
 // ctx ends), then registers the connection: nothing is sent until data is
 // written (zero-RTT).
 func (s *Stack) Dial(ctx context.Context, ip [4]byte, port uint16, opts ndp.DialOptions) (*Conn, error) {
-	mac, err := s.resolve(ctx, ip)
-	if err != nil {
-		return nil, err
-	}
+	now := s.clock()
 	s.mu.Lock()
+	e, cached := s.neigh[ip]
+	if !cached || now >= e.expires {
+		s.mu.Unlock()
+		mac, err := s.resolve(ctx, ip)
+		if err != nil {
+			return nil, err
+		}
+		e.mac = mac
+		s.mu.Lock()
+	}
 	defer s.mu.Unlock()
+	mac := e.mac
 	if s.closed {
 		return nil, ErrStackClosed
 	}
-	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, s.clock())
+	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, now)
 	if err != nil {
 		return nil, err
 	}
