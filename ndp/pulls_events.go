@@ -1,0 +1,122 @@
+package ndp
+
+// Events (coalesced per connection) and the receiver's pull accounting.
+
+// PollEvent returns the next event, if any.
+func (e *Endpoint) PollEvent() (Event, bool) {
+	for {
+		ev, ok := e.events.pop()
+		if !ok {
+			return Event{}, false
+		}
+		if int(ev.idx) >= len(e.conns) {
+			continue
+		}
+		c := e.conns[ev.idx]
+		if c == nil || c.gen != ev.gen || c.released {
+			continue
+		}
+		out := Event{Kind: ev.kind, Handle: c.handle()}
+		switch ev.kind {
+		case EventPulls:
+			if ev.epoch != c.pullEpoch {
+				continue
+			}
+			c.pullEvQueued = false
+			if c.pullsPending == 0 {
+				continue
+			}
+			out.Count = c.pullsPending
+			c.pullsHanded += c.pullsPending
+			c.pullsPending = 0
+			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
+		case EventAccepted:
+			out.Remote = c.remote
+			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
+		case EventReadable:
+			c.evReadable = false
+		case EventWritable:
+			c.evWritable = false
+		case EventClosed:
+			out.Err = c.closeErr
+		}
+		return out, true
+	}
+}
+
+func (e *Endpoint) notifyReadable(c *conn) {
+	if !c.evReadable && !c.released {
+		c.evReadable = true
+		e.events.push(evEntry{kind: EventReadable, idx: c.idx, gen: c.gen})
+	}
+}
+
+func (e *Endpoint) notifyWritable(c *conn) {
+	if c.writeBlocked && !c.evWritable && !c.released {
+		c.writeBlocked = false
+		c.evWritable = true
+		e.events.push(evEntry{kind: EventWritable, idx: c.idx, gen: c.gen})
+	}
+}
+
+// ---- pulls (receiver side) ----
+
+// addPulls: n arrivals each want one PULL.
+func (e *Endpoint) addPulls(c *conn, n int) {
+	if n <= 0 || c.closed {
+		return
+	}
+	c.rcv.owedPulls += n
+	e.flushPulls(c)
+}
+
+// flushPulls hands owed pulls to the host while the receive buffer has
+// room for the data they will elicit (flow control).
+func (e *Endpoint) flushPulls(c *conn) {
+	r := &c.rcv
+	if r.owedPulls == 0 || c.closed {
+		return
+	}
+	allow := r.room()/e.mss - c.pullsPending - c.pullsHanded
+	k := min(r.owedPulls, allow)
+	if k <= 0 {
+		return
+	}
+	r.owedPulls -= k
+	c.pullsPending += k
+	if !c.pullEvQueued {
+		c.pullEvQueued = true
+		e.events.push(evEntry{kind: EventPulls, idx: c.idx, gen: c.gen, epoch: c.pullEpoch})
+	}
+}
+
+// dropPulls forgets pending and owed pulls and tells the host to drop the
+// ones it queued (EventDropPulls).
+func (e *Endpoint) dropPulls(c *conn) {
+	c.rcv.owedPulls = 0
+	c.pullsPending = 0
+	c.pullEvQueued = false
+	c.pullEpoch++
+	if c.pullsHanded > 0 {
+		c.pullsHanded = 0
+		if !c.released {
+			e.events.push(evEntry{kind: EventDropPulls, idx: c.idx, gen: c.gen})
+		}
+	}
+}
+
+// PullReleased: the host pull queue released one PULL for h; a PULL frame
+// carrying the next pull counter value is queued for transmission.
+func (e *Endpoint) PullReleased(h Handle, now Time) {
+	e.now = max(e.now, now)
+	c := e.conn(h)
+	if c == nil || c.closed {
+		return
+	}
+	if c.pullsHanded > 0 {
+		c.pullsHanded--
+	}
+	c.rcv.pullCounter++
+	e.queueCtl(c, TypePull, 0, c.rcv.pullCounter, uint16(c.rcv.pullCounter)%uint16(e.cfg.Paths), 0)
+	e.flushPulls(c)
+}

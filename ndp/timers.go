@@ -1,0 +1,96 @@
+package ndp
+
+// Connection timers: lazy RTO, stall probe, and time-wait expiry.
+
+// NextTimer returns when HandleTimers should next be called.
+func (e *Endpoint) NextTimer() (Time, bool) {
+	t, ok := e.tw.next()
+	if c, cok := e.timers.min(); cok && (!ok || c.timerAt < t) {
+		return c.timerAt, true
+	}
+	return t, ok
+}
+
+// HandleTimers runs RTO, stall-probe and time-wait expiry due at now.
+func (e *Endpoint) HandleTimers(now Time) {
+	e.now = max(e.now, now)
+	e.tw.expire(now)
+	for {
+		c, ok := e.timers.min()
+		if !ok || c.timerAt > now {
+			return
+		}
+		e.connTimer(c, now)
+	}
+}
+
+func (e *Endpoint) connTimer(c *conn, now Time) {
+	s := &c.snd
+	rto := Time(e.cfg.RTO)
+	if s.rtoAt != 0 && now >= s.rtoAt {
+		lost := 0
+		earliest := Time(-1)
+		for seq := s.una; seq != s.nxtSeq; seq++ {
+			d := s.desc(seq)
+			if d.state != pktInflight {
+				continue
+			}
+			if d.sentAt+rto <= now {
+				s.queueRtx(seq)
+				c.paths.loss(d.path)
+				lost++
+			} else if earliest < 0 || d.sentAt < earliest {
+				earliest = d.sentAt
+			}
+		}
+		s.rtoAt = 0
+		if earliest >= 0 {
+			s.rtoAt = earliest + rto
+		}
+		if lost > 0 {
+			e.stats.RTOFires += uint64(lost)
+			s.unsolicited += lost
+			s.rtoStreak++
+			if s.rtoStreak > e.cfg.MaxRTORetries {
+				e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+				return
+			}
+		}
+	}
+	if e.stalled(c) && now >= s.lastActivity+Time(e.cfg.StallTimeout) {
+		if s.hasRtx() {
+			s.unsolicited++
+		} else {
+			s.pushCredit++
+		}
+		s.lastActivity = now
+		e.stats.StallProbes++
+	}
+	e.schedule(c)
+	e.rearm(c)
+}
+
+// stalled: the sender has something to send but no credit to send it with.
+func (e *Endpoint) stalled(c *conn) bool {
+	s := &c.snd
+	return !c.closed && (s.hasRtx() || s.hasNew()) && !s.canPull() && !s.canPush()
+}
+
+// rearm recomputes c's timer: the RTO deadline, or the stall deadline.
+func (e *Endpoint) rearm(c *conn) {
+	s := &c.snd
+	t := s.rtoAt
+	if e.stalled(c) {
+		st := s.lastActivity + Time(e.cfg.StallTimeout)
+		if t == 0 || st < t {
+			t = st
+		}
+	}
+	if c.closed {
+		t = 0
+	}
+	if t != c.timerAt || (t != 0 && c.heapIdx < 0) {
+		c.timerAt = t
+		e.timers.set(c)
+	}
+}
