@@ -42,5 +42,24 @@ func TestPacerPinning(t *testing.T) {
 	if _, err := NewPacer(PacerConfig{Queue: tenGig, Pin: true, CPU: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("CPU -1: %v", err)
 	}
+	if _, err := NewPacer(PacerConfig{Queue: tenGig, Nice: 40}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Nice 40: %v", err)
+	}
 	checkNoLeak(t, base)
+}
+
+func TestPacerNice(t *testing.T) {
+	p, err := NewPacer(PacerConfig{Queue: tenGig, Nice: 5}) // raising nice needs no privilege
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// getpriority returns 20 - nice for a thread id.
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, p.ThreadID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nice := 20 - prio; nice != 5 {
+		t.Fatalf("pacing thread nice %d, want 5", nice)
+	}
 }

@@ -20,6 +20,11 @@ func pinToCPU(cpu int) error {
 	return unix.SchedSetaffinity(0, &set) // pid 0: the calling thread
 }
 
+// setThreadNice sets the calling thread's nice value (Linux priorities are per thread).
+func setThreadNice(nice int) error {
+	return unix.Setpriority(unix.PRIO_PROCESS, 0, nice)
+}
+
 // ThreadCPUTime returns the CPU time (user+system) the pacing thread has consumed, read
 // from its per-thread CPU clock (clock_gettime on MAKE_THREAD_CPUCLOCK(tid,
 // CPUCLOCK_SCHED), nanosecond resolution, readable from any thread of the process).

@@ -13,6 +13,8 @@ func gettid() int { return 0 }
 
 func pinToCPU(cpu int) error { return errPinUnsupported }
 
+func setThreadNice(nice int) error { return errPinUnsupported }
+
 func futexWait(addr *uint32, val uint32, timeout time.Duration) {}
 
 func futexWake(addr *uint32) {}

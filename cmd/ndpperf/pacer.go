@@ -59,6 +59,7 @@ type pacerResult struct {
 	Park                string  `json:"park"`
 	CPU                 int     `json:"cpu"`
 	Isolated            bool    `json:"isolated"`
+	Nice                int     `json:"nice"`
 	Conns               int     `json:"conns"`
 	Parks               uint64  `json:"parks"`
 	ReleaseStalls       uint64  `json:"release_ring_stalls"`
@@ -70,6 +71,7 @@ func runPacer(args []string) error {
 	duration := fs.Duration("duration", 2*time.Second, "how long to pace a full queue")
 	idle := fs.Duration("idle", time.Second, "how long to measure the pacing thread's CPU with an empty queue")
 	cpu := fs.Int("cpu", -1, "pin the pacing thread to this CPU (-1: no pinning)")
+	nice := fs.Int("nice", 0, "nice value for the pacing thread (-20..19; 0 leaves it)")
 	isolate := fs.Bool("isolate", true, "with --cpu, move this process's other threads off that CPU")
 	park := fs.String("park", "futex", "idle parking: futex or channel")
 	conns := fs.Int("conns", 64, "connections sharing the queue")
@@ -99,6 +101,7 @@ func runPacer(args []string) error {
 		Pin:         *cpu >= 0,
 		CPU:         *cpu,
 		Park:        mode,
+		Nice:        *nice,
 		RequestRing: 1024,
 		ReleaseRing: ringSize,
 	})
@@ -162,7 +165,7 @@ func runPacer(args []string) error {
 	if err := enqueueAll(p, reqs); err != nil {
 		return err
 	}
-	res := pacerResult{IntervalNs: iv, DurationS: duration.Seconds(), Park: *park, CPU: *cpu, Conns: *conns, Isolated: isolated}
+	res := pacerResult{IntervalNs: iv, DurationS: duration.Seconds(), Park: *park, CPU: *cpu, Conns: *conns, Isolated: isolated, Nice: *nice}
 	res.CPUBusyPct = 100 * float64(cpu1-cpu0) / float64(wall1.Sub(wall0))
 	res.VolSwitches, res.InvolSwitches = vol1-vol0, invol1-invol0
 	if total1 > total0 {
