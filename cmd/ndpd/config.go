@@ -72,8 +72,9 @@ type Config struct {
 	// SocketsPerApp bounds one application's open sockets (half dial, half
 	// accept). Default 64.
 	SocketsPerApp int `json:"sockets_per_app"`
-	// Spin is the core's adaptive-polling spin before sleeping. Default 50us;
-	// "-1ns" = never spin.
+	// Spin is the core's adaptive-polling spin before sleeping. "0s"
+	// (default) = automatic: 50us with at least 4 CPUs, none below; "-1ns"
+	// = never spin.
 	Spin Duration `json:"spin"`
 	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
 	DrainTimeout Duration `json:"drain_timeout"`
@@ -274,9 +275,6 @@ func (c *Config) populate() {
 	}
 	if c.SocketsPerApp == 0 {
 		c.SocketsPerApp = 64
-	}
-	if c.Spin == 0 {
-		c.Spin = Duration(50 * time.Microsecond)
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = Duration(5 * time.Second)

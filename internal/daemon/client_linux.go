@@ -18,26 +18,25 @@ import (
 
 // ClientConfig tunes the application side. The zero value is valid.
 type ClientConfig struct {
-	// SpinFor is how long the client's poller keeps polling its rings after
-	// the last descriptor before it sleeps on its eventfd, and how long a
-	// blocked Read spins before parking. Default 20us; negative = never spin.
+	// SpinFor is how long a waiting call (Read, Accept, Write out of
+	// frames) keeps polling the rings itself before it sleeps. Default 0:
+	// on a machine with fewer cores than busy threads (the 2-vCPU test VM
+	// runs two daemons and two applications) spinning only steals the CPU
+	// the peer needs; see docs/BENCHMARKS.md. Negative = never spin.
 	SpinFor time.Duration
 }
 
-func (c *ClientConfig) populate() {
-	if c.SpinFor == 0 {
-		c.SpinFor = 20 * time.Microsecond
-	}
-}
+func (c *ClientConfig) populate() {}
 
 // Client is an application's attachment to ndpd: the control connection,
 // the mapped region and buffer area, and the application side of every
 // ring.
 //
-// Ring ownership on this side: one poller goroutine consumes the event,
-// completion and every RX ring and owns the Waiter; API goroutines produce
-// on the cmd, TX and release rings under Client.mu (one owner at a time,
-// the mutex orders them). See doc.go.
+// Ring ownership on this side: whichever goroutine holds pollMu consumes
+// the event, completion and RX rings (the goroutines that wait poll for
+// themselves, clientwait_linux.go); API goroutines produce on the cmd, TX
+// and release rings under mu. One owner at a time per ring, the mutex
+// orders them. See doc.go.
 type Client struct {
 	cfg    ClientConfig
 	ctl    *net.UnixConn
@@ -52,16 +51,25 @@ type Client struct {
 	dialFree   []int
 	cookie     uint64
 	relPending []ring.Desc
-	waiters    map[uint64]chan Status
+	waiters    map[uint64]*pendingReply
 	listeners  map[uint16]*ClientListener
-	socks      []*ClientSock // by slot; set under mu, read by the poller under mu
+	socks      []*ClientSock // by slot; set under mu
 	slotQ      [][]ring.Desc // per-slot RX queue storage, reused by each socket of the slot
+	dead       bool          // Close unmapped everything (guarded by mu and pollMu)
+
+	pollMu    sync.Mutex // consumers (events, completions, RX) and their dispatch
+	sleeping  atomic.Bool
+	parked    atomic.Int32
+	tokFree   chan struct{}
+	sleepWord *uint32   // region's appSleeping word, a count of sleepers
+	sleepMap  sleepFlag // its mapping
+	wakeFD    int       // region's WakeApp eventfd (the region closes it)
+	intrFD    int       // ours: Close and daemon death wake the sleeper
 
 	framesAvail chan struct{} // completions returned frames (cap 1)
 	gone        chan struct{}
 	goneOnce    sync.Once
 	closing     atomic.Bool
-	pollerDone  chan struct{}
 	evBuf       [64]ring.Desc
 	complBuf    [256]ring.Desc
 	rxBuf       [64]ring.Desc
@@ -118,16 +126,33 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		region.Close()
 		return fail(err)
 	}
+	sw, err := mapSleepWord(region.FD(), appSleepingOff)
+	if err != nil {
+		buf.Close()
+		region.Close()
+		return fail(err)
+	}
+	intr, err := newDoorbell()
+	if err != nil {
+		sw.unmap()
+		buf.Close()
+		region.Close()
+		return fail(err)
+	}
 	c := &Client{
 		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l, local: local,
 		frames:      ring.NewFrameStack(l.Part),
-		waiters:     make(map[uint64]chan Status),
+		waiters:     make(map[uint64]*pendingReply),
 		listeners:   make(map[uint16]*ClientListener),
 		socks:       make([]*ClientSock, l.Sockets),
 		framesAvail: make(chan struct{}, 1),
 		gone:        make(chan struct{}),
-		pollerDone:  make(chan struct{}),
+		tokFree:     make(chan struct{}, 1),
 		relPending:  make([]ring.Desc, 0, 256),
+		sleepWord:   sw.p,
+		sleepMap:    sw,
+		wakeFD:      region.Attachment(-1).WakeApp,
+		intrFD:      intr,
 	}
 	for i := DialSlots(l.Sockets) - 1; i >= 0; i-- {
 		c.dialFree = append(c.dialFree, i)
@@ -137,7 +162,6 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		c.slotQ[i] = make([]ring.Desc, end.Sockets[i].RX.Spec().Slots)
 	}
 	go c.watchControl()
-	go c.poll()
 	return c, nil
 }
 
@@ -197,7 +221,7 @@ func (c *Client) Gone() <-chan struct{} { return c.gone }
 func (c *Client) markGone() {
 	c.goneOnce.Do(func() {
 		close(c.gone)
-		c.region.Shutdown()
+		c.interrupt()
 	})
 }
 
@@ -223,11 +247,24 @@ func (c *Client) watchControl() {
 // reclaims its buffers. Every blocked and later call returns ErrClientClosed.
 func (c *Client) Close() error {
 	if c.closing.Swap(true) {
-		return net.ErrClosed
+		return ErrClientClosed
 	}
 	c.markGone()
 	c.ctl.Close()
-	<-c.pollerDone
+	// Take the sleeper token for good (a sleeper leaves within one slice;
+	// the interrupt makes it leave at once), then both locks, so nothing
+	// touches the mappings or the eventfd while they go away.
+	for !c.sleeping.CompareAndSwap(false, true) {
+		c.interrupt()
+		time.Sleep(50 * time.Microsecond)
+	}
+	c.pollMu.Lock()
+	c.mu.Lock()
+	c.dead = true
+	c.mu.Unlock()
+	c.pollMu.Unlock()
+	c.sleepMap.unmap()
+	closeFD(c.intrFD)
 	c.buf.Close()
 	return c.region.Close()
 }
@@ -244,6 +281,10 @@ func (c *Client) produceCmd(ds []ring.Desc) error {
 		default:
 		}
 		c.mu.Lock()
+		if c.dead {
+			c.mu.Unlock()
+			return c.goneErr()
+		}
 		n, err := c.end.Cmd.Produce(ds)
 		if n > 0 {
 			c.end.Notifier.Notify()
@@ -260,28 +301,36 @@ func (c *Client) produceCmd(ds []ring.Desc) error {
 	}
 }
 
+// pendingReply is one request waiting for its OpReply.
+type pendingReply struct {
+	st    Status
+	done  atomic.Bool
+	ready chan struct{} // cap 1
+}
+
 // request sends one command that the daemon answers with OpReply and waits
 // for the answer.
 func (c *Client) request(d ring.Desc) (Status, error) {
-	ch := make(chan Status, 1)
+	w := &pendingReply{ready: make(chan struct{}, 1)}
 	c.mu.Lock()
 	c.cookie++
 	d.Cookie = c.cookie
-	c.waiters[d.Cookie] = ch
+	c.waiters[d.Cookie] = w
 	c.mu.Unlock()
 	if err := c.produceCmd([]ring.Desc{d}); err != nil {
 		return 0, err
 	}
-	select {
-	case st := <-ch:
-		return st, nil
-	case <-c.gone:
-		return 0, c.goneErr()
+	if err := c.waitFor(w.done.Load, w.ready, nil, time.Time{}, nil); err != nil {
+		return 0, err
 	}
+	return w.st, nil
 }
 
 // releaseFramesLocked hands read RX frames back to the daemon.
 func (c *Client) releaseFramesLocked(ds []ring.Desc) {
+	if c.dead {
+		return
+	}
 	if len(c.relPending) > 0 || len(ds) > 0 {
 		c.relPending = append(c.relPending, ds...)
 		n, _ := c.end.Releases.Produce(c.relPending)
@@ -292,43 +341,7 @@ func (c *Client) releaseFramesLocked(ds []ring.Desc) {
 	}
 }
 
-// ---- the poller ----
-
-func (c *Client) poll() {
-	defer close(c.pollerDone)
-	last := time.Now()
-	for {
-		select {
-		case <-c.gone:
-			return
-		default:
-		}
-		if c.pollOnce() {
-			last = time.Now()
-			continue
-		}
-		if c.cfg.SpinFor > 0 && time.Since(last) < c.cfg.SpinFor {
-			continue
-		}
-		if err := c.end.Waiter.Wait(c.pendingInput, 50*time.Millisecond); err != nil {
-			return // Shutdown: daemon gone or Close
-		}
-		last = time.Now()
-	}
-}
-
-// pendingInput is the Waiter's S2 check: only rings the poller owns.
-func (c *Client) pendingInput() bool {
-	if c.end.Events.Pending() || c.end.Completions.Pending() {
-		return true
-	}
-	for slot := range c.end.Sockets {
-		if c.end.Sockets[slot].RX.Pending() {
-			return true
-		}
-	}
-	return false
-}
+// ---- consuming (the goroutine holding pollMu) ----
 
 func (c *Client) pollOnce() bool {
 	work := false
@@ -377,11 +390,13 @@ func (c *Client) event(d *ring.Desc) {
 			return
 		}
 		c.mu.Lock()
-		ch := c.waiters[d.Cookie]
+		w := c.waiters[d.Cookie]
 		delete(c.waiters, d.Cookie)
 		c.mu.Unlock()
-		if ch != nil {
-			ch <- Status(d.Aux)
+		if w != nil {
+			w.st = Status(d.Aux)
+			w.done.Store(true)
+			signalChan(w.ready)
 		}
 	case EvAccepted:
 		remote, _ := UnpackAddr(d.Aux)
@@ -437,6 +452,16 @@ func (c *Client) Dial(remote netip.AddrPort, opts DialOptions) (*ClientSock, err
 	}
 	c.mu.Lock()
 	if len(c.dialFree) == 0 {
+		// Closed slots come back with OpSlotFree on their RX rings: look.
+		c.mu.Unlock()
+		c.tryPoll()
+		c.mu.Lock()
+	}
+	if c.dead {
+		c.mu.Unlock()
+		return nil, c.goneErr()
+	}
+	if len(c.dialFree) == 0 {
 		c.mu.Unlock()
 		return nil, ErrNoSlot
 	}
@@ -459,13 +484,14 @@ type ClientListener struct {
 	c      *Client
 	port   uint16
 	q      chan *ClientSock
+	ready  chan struct{} // cap 1: q got a connection
 	done   chan struct{}
 	closed atomic.Bool
 }
 
 // Listen asks ndpd to accept connections on port for this application.
 func (c *Client) Listen(port uint16) (*ClientListener, error) {
-	l := &ClientListener{c: c, port: port, q: make(chan *ClientSock, len(c.socks)), done: make(chan struct{})}
+	l := &ClientListener{c: c, port: port, q: make(chan *ClientSock, len(c.socks)), ready: make(chan struct{}, 1), done: make(chan struct{})}
 	c.mu.Lock()
 	if c.listeners[port] != nil {
 		c.mu.Unlock()
@@ -495,6 +521,7 @@ func (l *ClientListener) push(s *ClientSock) bool {
 	}
 	select {
 	case l.q <- s:
+		signalChan(l.ready)
 		return true
 	default:
 		return false
@@ -505,25 +532,25 @@ func (l *ClientListener) push(s *ClientSock) bool {
 // after Close, ErrDaemonGone when the daemon stops, os.ErrDeadlineExceeded
 // when deadline (if non-zero) passes, ErrCanceled when cancel closes.
 func (l *ClientListener) Accept(deadline time.Time, cancel <-chan struct{}) (*ClientSock, error) {
-	var timeout <-chan time.Time
-	if !deadline.IsZero() {
-		t := time.NewTimer(time.Until(deadline))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case s := <-l.q:
-		return s, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	case <-l.c.gone:
-		return nil, l.c.goneErr()
-	case <-timeout:
-		return nil, errDeadline
-	case <-cancel:
-		return nil, ErrCanceled
+	for {
+		select {
+		case s := <-l.q:
+			if len(l.q) > 0 {
+				signalChan(l.ready) // another Accept may go on
+			}
+			return s, nil
+		default:
+		}
+		if l.closed.Load() {
+			return nil, errClosed
+		}
+		if err := l.c.waitFor(l.pending, l.ready, l.done, deadline, cancel); err != nil {
+			return nil, err
+		}
 	}
 }
+
+func (l *ClientListener) pending() bool { return len(l.q) > 0 }
 
 // Close stops listening; queued connections are aborted.
 func (l *ClientListener) Close() error {
@@ -553,6 +580,7 @@ func (l *ClientListener) Close() error {
 
 var (
 	errDeadline = os.ErrDeadlineExceeded
+	errClosed   = net.ErrClosed
 	// ErrCanceled: the caller's cancel channel closed while waiting.
 	ErrCanceled = errors.New("ndpd: canceled")
 )

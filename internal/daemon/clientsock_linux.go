@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"time"
 
@@ -115,53 +114,6 @@ func (s *ClientSock) fail(err error) {
 	s.wake()
 }
 
-// wait blocks until woken, the deadline, cancel, Close or the daemon's
-// exit; it spins for SpinFor first (the data usually arrives within a few
-// microseconds of a request when both sides are busy).
-//
-// maxWait > 0 bounds the park (a shared signal such as framesAvail wakes
-// one of several waiters; the others look again after maxWait).
-func (s *ClientSock) wait(ch <-chan struct{}, ready func() bool, deadline time.Time, cancel <-chan struct{}, maxWait time.Duration) error {
-	if spin := s.c.cfg.SpinFor; spin > 0 {
-		start := time.Now()
-		for time.Since(start) < spin {
-			if ready() {
-				return nil
-			}
-			runtime.Gosched()
-		}
-	}
-	var timeout, recheck <-chan time.Time
-	if !deadline.IsZero() {
-		d := time.Until(deadline)
-		if d <= 0 {
-			return errDeadline
-		}
-		t := time.NewTimer(d)
-		defer t.Stop()
-		timeout = t.C
-	}
-	if maxWait > 0 {
-		t := time.NewTimer(maxWait)
-		defer t.Stop()
-		recheck = t.C
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-recheck:
-		return nil
-	case <-s.closeCh:
-		return net.ErrClosed
-	case <-s.c.gone:
-		return s.c.goneErr()
-	case <-timeout:
-		return errDeadline
-	case <-cancel:
-		return ErrCanceled
-	}
-}
-
 // Read copies received bytes into p. It returns io.EOF after the peer's
 // FIN, the connection's error (ndp sentinels: reset, refused, deadline
 // unmeetable, timeout) once it failed, net.ErrClosed after Close,
@@ -181,12 +133,7 @@ func (s *ClientSock) Read(p []byte, deadline time.Time, cancel <-chan struct{}) 
 		if ok {
 			return n, err
 		}
-		select {
-		case <-s.c.gone:
-			return 0, s.c.goneErr()
-		default:
-		}
-		if err := s.wait(s.notify, s.readable, deadline, cancel, 0); err != nil {
+		if err := s.c.waitFor(s.readable, s.notify, s.closeCh, deadline, cancel); err != nil {
 			return 0, err
 		}
 	}
@@ -269,6 +216,10 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 		default:
 		}
 		c.mu.Lock()
+		if c.dead {
+			c.mu.Unlock()
+			return total, c.goneErr()
+		}
 		tx := c.end.Sockets[s.slot].TX
 		free, err := tx.Free()
 		if err != nil {
@@ -286,10 +237,13 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 		if got > 0 {
 			tx.Produce(ds[:got]) // cannot be short: got <= Free()
 			c.end.Notifier.Notify()
+			if c.frames.Len() > 0 {
+				signalChan(c.framesAvail) // another parked writer may go on
+			}
 		}
 		c.mu.Unlock()
 		if got == 0 {
-			if err := s.wait(c.framesAvail, c.framesFree, deadline, cancel, time.Millisecond); err != nil {
+			if err := c.waitFor(c.framesFree, c.framesAvail, s.closeCh, deadline, cancel); err != nil {
 				return total, err
 			}
 		}
@@ -332,5 +286,8 @@ func (s *ClientSock) shut(op ring.Op) error {
 	s.closed = true
 	close(s.closeCh)
 	s.mu.Unlock()
+	if s.c.sleeping.Load() {
+		s.c.interrupt() // a sleeper may be waiting for this socket
+	}
 	return s.c.produceCmd([]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(s.slot), Op: op}})
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,11 @@ type Config struct {
 	// see ring.RegionConfig. Default Sockets is 64 (32 dial + 32 accept slots).
 	Region ring.RegionConfig
 	// SpinFor is how long the core keeps polling after its last useful work
-	// before it sleeps (adaptive polling). Default 50us; negative = sleep as
-	// soon as there is nothing to do.
+	// before it sleeps (adaptive polling). Zero = automatic: 50us on a
+	// machine with at least 4 CPUs, no spinning below that (on 2 vCPUs a
+	// daemon pair and its applications are more busy threads than cores,
+	// and spinning only delays the thread that has work: measured in
+	// docs/BENCHMARKS.md). Negative = never spin.
 	SpinFor time.Duration
 	// MaxSleep bounds one sleep. Default 10ms.
 	MaxSleep time.Duration
@@ -51,7 +55,10 @@ func (c *Config) populate() {
 		c.Region.Sockets = 64
 	}
 	if c.SpinFor == 0 {
-		c.SpinFor = 50 * time.Microsecond
+		c.SpinFor = -1
+		if runtime.NumCPU() >= 4 {
+			c.SpinFor = 50 * time.Microsecond
+		}
 	}
 	if c.MaxSleep == 0 {
 		c.MaxSleep = 10 * time.Millisecond
@@ -344,6 +351,10 @@ func (c *Core) reclaim(s *session, why string) {
 	for _, port := range append([]uint16(nil), s.ports...) {
 		c.unlisten(s, port)
 	}
+	for i := range s.acceptQ {
+		c.tr.Abort(s.acceptQ[i].Conn)
+	}
+	s.acceptQ = s.acceptQ[:0]
 	rep, err := c.pool.Reclaim(s.app)
 	s.sleep.unmap()
 	s.region.Close()
@@ -458,6 +469,9 @@ func (c *Core) pollSession(s *session) bool {
 		return true
 	}
 	w = c.pollRX(s) || w
+	if len(s.acceptQ) > 0 {
+		w = c.retryAccepts(s) || w
+	}
 	return w
 }
 

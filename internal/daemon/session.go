@@ -67,7 +67,8 @@ type session struct {
 
 	socks      []socket
 	dialSlots  int
-	acceptFree []int // free accept slots (stack)
+	acceptFree []int            // free accept slots (stack)
+	acceptQ    []TransportEvent // accepted connections waiting for a slot (bounded)
 	ports      []uint16
 
 	backlog   []ring.Desc // events waiting for room on the event ring
@@ -86,6 +87,7 @@ func newSession(app ring.AppID, region *ring.Region, end *ring.DaemonEnd, peer P
 		socks:     make([]socket, n),
 		dialSlots: DialSlots(n),
 		backlog:   make([]ring.Desc, 0, n+256),
+		acceptQ:   make([]TransportEvent, 0, maxAcceptQ),
 		completed: make([]uint32, 0, 256),
 		attached:  now,
 	}
@@ -506,10 +508,42 @@ func (c *Core) accept(ev *TransportEvent) {
 		c.tr.Abort(ev.Conn)
 		return
 	}
+	if len(s.acceptQ) > 0 || !c.bindAccept(s, ev) {
+		// Every accept slot is busy or still being handed back by the app
+		// (OpSlotFree not consumed yet): hold the connection, its data
+		// waits in the transport, and bind it when a slot frees.
+		if len(s.acceptQ) == cap(s.acceptQ) {
+			s.counters.AcceptsDropped++
+			c.tr.Abort(ev.Conn)
+			return
+		}
+		s.acceptQ = append(s.acceptQ, *ev)
+	}
+}
+
+// maxAcceptQ bounds the connections one app may have accepted but not yet
+// bound to a slot.
+const maxAcceptQ = 256
+
+// retryAccepts binds held connections to slots that became free.
+func (c *Core) retryAccepts(s *session) bool {
+	n := 0
+	for n < len(s.acceptQ) && c.bindAccept(s, &s.acceptQ[n]) {
+		n++
+	}
+	if n > 0 {
+		s.acceptQ = s.acceptQ[:copy(s.acceptQ, s.acceptQ[n:])]
+	}
+	return n > 0
+}
+
+// bindAccept binds ev's connection to a free accept slot whose RX ring the
+// app has emptied (so no stale descriptor reaches the new tenant) and
+// tells the app. false: no such slot.
+func (c *Core) bindAccept(s *session, ev *TransportEvent) bool {
 	slot := -1
 	for i := len(s.acceptFree) - 1; i >= 0; i-- {
 		cand := s.acceptFree[i]
-		// Reuse a slot only once the app consumed everything on its RX ring.
 		if free, err := s.end.Sockets[cand].RX.Free(); err == nil && free == int(s.end.Sockets[cand].RX.Spec().Slots) {
 			slot = cand
 			s.acceptFree = append(s.acceptFree[:i], s.acceptFree[i+1:]...)
@@ -517,12 +551,11 @@ func (c *Core) accept(ev *TransportEvent) {
 		}
 	}
 	if slot < 0 {
-		s.counters.AcceptsDropped++
-		c.tr.Abort(ev.Conn)
-		return
+		return false
 	}
 	s.socks[slot] = socket{state: sockBound, conn: ev.Conn, readable: true}
 	c.bind(ev.Conn, s, slot)
 	aux, _ := PackAddr(ev.Remote)
 	s.event(ring.Desc{Frame: ring.NoFrame, Conn: uint32(slot), Op: EvAccepted, Aux: aux, Cookie: uint64(ev.LocalPort), Flags: uint16(ev.Priority)})
+	return true
 }

@@ -41,6 +41,7 @@ type AppStatus struct {
 	Peer        PeerCred        `json:"peer"`
 	Attached    time.Time       `json:"attached"`
 	OpenSockets int             `json:"open_sockets"`
+	HeldAccepts int             `json:"held_accepts"` // accepted, waiting for a free slot
 	Listening   []uint16        `json:"listening"`
 	Counters    SessionCounters `json:"counters"`
 }
@@ -74,7 +75,7 @@ func (c *Core) status(now time.Time) Snapshot {
 			}
 		}
 		snap.Apps = append(snap.Apps, AppStatus{
-			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open,
+			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open, HeldAccepts: len(s.acceptQ),
 			Listening: append([]uint16(nil), s.ports...), Counters: s.counters,
 		})
 	}

@@ -40,6 +40,14 @@ func (c *Core) pending() bool {
 		if len(s.backlog) > 0 && s.end.Events.HasSpace() {
 			return true
 		}
+		for _, slot := range s.acceptFree {
+			if len(s.acceptQ) == 0 {
+				break
+			}
+			if free, err := s.end.Sockets[slot].RX.Free(); err != nil || free == int(s.end.Sockets[slot].RX.Spec().Slots) {
+				return true
+			}
+		}
 		for slot := range s.socks {
 			so := &s.socks[slot]
 			if so.state == sockFree {

@@ -22,12 +22,18 @@ type sleepFlag struct {
 	p    *uint32
 }
 
-func mapSleepFlag(regionFD int) (sleepFlag, error) {
+func mapSleepFlag(regionFD int) (sleepFlag, error) { return mapSleepWord(regionFD, daemonSleepingOff) }
+
+// appSleepingOff is the application's sleep word (ring/layout.go: "256 4
+// appSleeping"); the client uses it as a count of sleeping goroutines.
+const appSleepingOff = 256
+
+func mapSleepWord(regionFD int, off int) (sleepFlag, error) {
 	page, err := unix.Mmap(regionFD, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return sleepFlag{}, fmt.Errorf("ndpd: map region sleep flag: %w", err)
+		return sleepFlag{}, fmt.Errorf("ndpd: map region sleep word: %w", err)
 	}
-	return sleepFlag{page: page, p: (*uint32)(unsafe.Pointer(&page[daemonSleepingOff]))}, nil
+	return sleepFlag{page: page, p: (*uint32)(unsafe.Pointer(&page[off]))}, nil
 }
 
 // set stores the flag with a sequentially consistent atomic store, the S1

@@ -1,0 +1,177 @@
+package daemon
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// How an application waits (run to completion, no poller goroutine)
+//
+// There is no background goroutine consuming the event, completion and RX
+// rings: the goroutine that waits (Read, Accept, a Write out of frames, a
+// Listen reply) polls them itself under pollMu, so the bytes it waits for
+// need no thread handoff inside the application. Each waiter loops:
+//
+//  1. poll once if pollMu is free (TryLock), then check its condition;
+//  2. spin (ClientConfig.SpinFor, runtime.Gosched between polls);
+//  3. sleep. One waiter at a time, the designated sleeper (token
+//     c.sleeping), sleeps on the region's WakeApp eventfd with ring's
+//     wakeup protocol; every other waiter parks on its own channel, which
+//     whoever polls signals when its socket gets something. A sleeper
+//     that leaves while others are parked passes the token on (tokFree).
+//
+// The sleeper's protocol is ring's (ring/wake_linux.go), with the app's
+// sleep word used as a count of sleepers (atomic add) rather than a flag,
+// which the daemon's Notifier reads the same way (non-zero = write the
+// eventfd):
+//
+//	S1 add 1 to appSleeping     S2 poll the rings afresh (or give up if
+//	S3 ppoll(WakeApp, intr)        another goroutine polls right now)
+//	S4 add -1
+//
+// The intr eventfd wakes the sleeper for Close and daemon death; a
+// caller's cancel channel is checked between sleeps of at most
+// sleepSlice, so a cancellation (a sockapi deadline) is seen within it.
+const sleepSlice = 2 * time.Millisecond
+
+// pollLocked runs one batch over every ring this side consumes. pollMu held.
+func (c *Client) pollLocked() bool {
+	if c.dead {
+		return false
+	}
+	return c.pollOnce()
+}
+
+// tryPoll polls if nobody else is; it reports whether it could.
+func (c *Client) tryPoll() (polled, work bool) {
+	if !c.pollMu.TryLock() {
+		return false, false
+	}
+	work = c.pollLocked()
+	c.pollMu.Unlock()
+	return true, work
+}
+
+// waitFor blocks until ready() holds (checked after every poll), ch is
+// signalled, or one of: closeCh closes (net.ErrClosed), the daemon goes
+// (ErrDaemonGone / ErrClientClosed), cancel closes (ErrCanceled), deadline
+// passes (os.ErrDeadlineExceeded). ch may be nil.
+func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan struct{}, deadline time.Time, cancel <-chan struct{}) error {
+	var spinStart time.Time
+	for {
+		select {
+		case <-c.gone:
+			return c.goneErr()
+		case <-closeCh:
+			return errClosed
+		case <-cancel:
+			return ErrCanceled
+		default:
+		}
+		c.tryPoll()
+		if ready() {
+			return nil
+		}
+		now := time.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			return errDeadline
+		}
+		if c.cfg.SpinFor > 0 {
+			if spinStart.IsZero() {
+				spinStart = now
+			}
+			if now.Sub(spinStart) < c.cfg.SpinFor {
+				runtime.Gosched()
+				continue
+			}
+		}
+		if c.sleeping.CompareAndSwap(false, true) {
+			c.sleepOnRings(ready, deadline)
+			c.sleeping.Store(false)
+			if c.parked.Load() > 0 {
+				signalChan(c.tokFree)
+			}
+			spinStart = time.Time{}
+			continue
+		}
+		// Someone else sleeps on the eventfd and polls for everybody.
+		c.parked.Add(1)
+		if !c.sleeping.Load() {
+			c.parked.Add(-1) // the sleeper just left: take its place
+			continue
+		}
+		err := c.park(ch, closeCh, deadline, cancel)
+		c.parked.Add(-1)
+		if err != nil {
+			return err
+		}
+		spinStart = time.Time{}
+	}
+}
+
+func (c *Client) park(ch, closeCh <-chan struct{}, deadline time.Time, cancel <-chan struct{}) error {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-ch:
+	case <-c.tokFree:
+	case <-closeCh:
+		return errClosed
+	case <-c.gone:
+		return c.goneErr()
+	case <-cancel:
+		return ErrCanceled
+	case <-timeout:
+		return errDeadline
+	}
+	return nil
+}
+
+// sleepOnRings is the designated sleeper's S1-S4.
+func (c *Client) sleepOnRings(ready func() bool, deadline time.Time) {
+	atomic.AddUint32(c.sleepWord, 1) // S1
+	defer atomic.AddUint32(c.sleepWord, ^uint32(0))
+	polled, work := c.tryPoll() // S2: loads every producer index afresh
+	if !polled || work || ready() {
+		return
+	}
+	timeout := sleepSlice
+	if !deadline.IsZero() {
+		timeout = min(timeout, time.Until(deadline))
+		if timeout <= 0 {
+			return
+		}
+	}
+	fds := [2]unix.PollFd{{Fd: int32(c.wakeFD), Events: unix.POLLIN}, {Fd: int32(c.intrFD), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(timeout))
+	if _, err := unix.Ppoll(fds[:], &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+		return
+	}
+	var b [8]byte
+	for _, p := range fds {
+		if p.Revents&unix.POLLIN != 0 {
+			unix.Read(int(p.Fd), b[:]) // reset the eventfd counter
+		}
+	}
+}
+
+// interrupt wakes the designated sleeper (Close, daemon death).
+func (c *Client) interrupt() {
+	one := [8]byte{1}
+	unix.Write(c.intrFD, one[:])
+}
+
+func signalChan(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
