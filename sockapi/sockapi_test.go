@@ -169,3 +169,15 @@ func TestParseAddr(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseAddr(f *testing.F) {
+	for _, s := range []string{"10.0.0.1:7", "[::1]:7", "1.2.3.4:65536", ":", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAddr(s)
+		if err == nil && (!a.IP.Is4() || a.Port == 0) {
+			t.Fatalf("ParseAddr(%q) = %v without error", s, a)
+		}
+	})
+}

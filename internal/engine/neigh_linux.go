@@ -109,7 +109,7 @@ func (r *KernelResolver) lookup(ip [4]byte) ([6]byte, bool, error) {
 	if err := unix.Sendto(r.nl, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return mac, false, fmt.Errorf("engine: RTM_GETNEIGH: %w", err)
 	}
-	found := false
+	var found bool
 	for {
 		n, _, err := unix.Recvfrom(r.nl, r.buf, 0)
 		if err != nil {
@@ -118,54 +118,70 @@ func (r *KernelResolver) lookup(ip [4]byte) ([6]byte, bool, error) {
 			}
 			return mac, false, fmt.Errorf("engine: netlink recv: %w", err)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(r.buf[:n])
+		m, ok, done, err := parseNeighDump(r.buf[:n], r.seq, r.ifindex, ip)
 		if err != nil {
-			return mac, false, fmt.Errorf("engine: netlink parse: %w", err)
+			return mac, false, err
 		}
-		for _, m := range msgs {
-			if m.Header.Seq != r.seq {
+		if ok && !found {
+			mac, found = m, true
+		}
+		if done {
+			return mac, found, nil
+		}
+	}
+}
+
+// parseNeighDump reads one datagram of an RTM_GETNEIGH dump answering
+// request seq: it returns ip's usable entry on ifindex if the datagram holds
+// it, and whether the dump ended. Malformed input is an error, never a panic.
+func parseNeighDump(b []byte, seq uint32, ifindex int, ip [4]byte) (mac [6]byte, found, done bool, err error) {
+	msgs, err := syscall.ParseNetlinkMessage(b)
+	if err != nil {
+		return mac, false, false, fmt.Errorf("engine: netlink parse: %w", err)
+	}
+	for _, m := range msgs {
+		if m.Header.Seq != seq {
+			continue
+		}
+		switch m.Header.Type {
+		case unix.NLMSG_DONE:
+			return mac, found, true, nil
+		case unix.NLMSG_ERROR:
+			if len(m.Data) >= 4 {
+				if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
+					return mac, false, true, fmt.Errorf("engine: RTM_GETNEIGH: %w", syscall.Errno(-e))
+				}
+			}
+			return mac, found, true, nil
+		case unix.RTM_NEWNEIGH:
+			if found || len(m.Data) < unix.SizeofNdMsg {
 				continue
 			}
-			switch m.Header.Type {
-			case unix.NLMSG_DONE:
-				return mac, found, nil
-			case unix.NLMSG_ERROR:
-				if len(m.Data) >= 4 {
-					if e := int32(binary.NativeEndian.Uint32(m.Data)); e != 0 {
-						return mac, false, fmt.Errorf("engine: RTM_GETNEIGH: %w", syscall.Errno(-e))
-					}
+			idx := int32(binary.NativeEndian.Uint32(m.Data[4:]))
+			state := binary.NativeEndian.Uint16(m.Data[8:])
+			if int(idx) != ifindex || state&usableNUD == 0 {
+				continue
+			}
+			// syscall.ParseNetlinkRouteAttr does not know RTM_NEWNEIGH:
+			// walk the rtattrs after the ndmsg by hand.
+			var dst, ll []byte
+			for a := m.Data[unix.SizeofNdMsg:]; len(a) >= 4; {
+				alen := int(binary.NativeEndian.Uint16(a[0:]))
+				if alen < 4 || alen > len(a) {
+					break
 				}
-				return mac, found, nil
-			case unix.RTM_NEWNEIGH:
-				if found || len(m.Data) < unix.SizeofNdMsg {
-					continue
+				switch binary.NativeEndian.Uint16(a[2:]) {
+				case unix.NDA_DST:
+					dst = a[4:alen]
+				case unix.NDA_LLADDR:
+					ll = a[4:alen]
 				}
-				ifindex := int32(binary.NativeEndian.Uint32(m.Data[4:]))
-				state := binary.NativeEndian.Uint16(m.Data[8:])
-				if int(ifindex) != r.ifindex || state&usableNUD == 0 {
-					continue
-				}
-				// syscall.ParseNetlinkRouteAttr does not know RTM_NEWNEIGH:
-				// walk the rtattrs after the ndmsg by hand.
-				var dst, ll []byte
-				for b := m.Data[unix.SizeofNdMsg:]; len(b) >= 4; {
-					alen := int(binary.NativeEndian.Uint16(b[0:]))
-					if alen < 4 || alen > len(b) {
-						break
-					}
-					switch binary.NativeEndian.Uint16(b[2:]) {
-					case unix.NDA_DST:
-						dst = b[4:alen]
-					case unix.NDA_LLADDR:
-						ll = b[4:alen]
-					}
-					b = b[min((alen+3)&^3, len(b)):]
-				}
-				if len(dst) == 4 && [4]byte(dst) == ip && len(ll) == 6 {
-					mac = [6]byte(ll)
-					found = true
-				}
+				a = a[min((alen+3)&^3, len(a)):]
+			}
+			if len(dst) == 4 && [4]byte(dst) == ip && len(ll) == 6 {
+				mac, found = [6]byte(ll), true
 			}
 		}
 	}
+	return mac, found, false, nil
 }
