@@ -76,7 +76,7 @@ type Client struct {
 }
 
 // Attach connects to ndpd's control socket at path, receives and maps the
-// region and the buffer area, and starts the client's poller. Errors:
+// region and the buffer area, and watches the control connection. Errors:
 // ErrNotAllowed (credentials refused), ErrDraining, ring.ErrNoPartition
 // wrapped in the daemon's message, or the dial error.
 func Attach(path string, cfg ClientConfig) (*Client, error) {

@@ -20,13 +20,13 @@ type ClientSock struct {
 	port   uint16 // listened port it was accepted on (0 for dialed)
 
 	mu      sync.Mutex
-	q       []ring.Desc // RX descriptors moved off the ring by the poller, not yet read
+	q       []ring.Desc // RX descriptors moved off the ring (by whoever polled), not yet read
 	qHead   int
 	qLen    int
 	off     int   // bytes of q[qHead] already read
 	failErr error // the daemon refused the connect
 	closed  bool
-	notify  chan struct{} // poller → reader: descriptors arrived (cap 1)
+	notify  chan struct{} // whoever polled → a parked reader: descriptors arrived (cap 1)
 	closeCh chan struct{}
 }
 
@@ -49,7 +49,7 @@ func (s *ClientSock) wake() {
 	}
 }
 
-// fill (poller) moves descriptors from RX(slot) into the socket's queue,
+// fill (pollMu held) moves descriptors from RX(slot) into the socket's queue,
 // as many as the queue has room for (it is as large as the ring). At the
 // OpSlotFree marker the slot's life is over: fill consumes the marker and
 // returns freed with every data descriptor still queued, to be released.

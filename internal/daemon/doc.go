@@ -8,11 +8,11 @@
 //
 //	 application process                              ndpd
 //	┌──────────────────────────────┐           ┌───────────────────────────────────┐
-//	│ API goroutines (under mu):   │  region   │ Core.Run (one goroutine) owns:    │
-//	│   Cmd, TX(slot), Releases ───┼──────────▶│   every session's DaemonEnd,      │
-//	│ poller goroutine owns:       │           │   the ring.Pool ledger,           │
-//	│   Events, Completions,       │◀──────────┼─  the Transport (engine Stack)    │
-//	│   RX(slot), Waiter           │           │ Server: one goroutine per control │
+//	│ API goroutines:              │  region   │ Core.Run (one goroutine) owns:    │
+//	│  under mu: Cmd, TX(slot),    │──────────▶│   every session's DaemonEnd,      │
+//	│   Releases (producers)       │           │   the ring.Pool ledger,           │
+//	│  under pollMu: Events,       │◀──────────┼─  the Transport (engine Stack)    │
+//	│   Completions, RX(slot)      │           │ Server: one goroutine per control │
 //	│ watchControl: EOF = gone     │◀─ control ┼─  connection (SO_PEERCRED, attach,│
 //	└──────────────────────────────┘  socket   │  status, death → Core.Detach)     │
 //	                                           └───────────────────────────────────┘
@@ -28,14 +28,18 @@
 // process, one consumer goroutine in the other, release/acquire on the
 // index words (ring/ring.go has the ordering argument). Ownership here:
 //
-//	ring          producer (goroutine)              consumer (goroutine)
-//	cmd           app, any API goroutine under mu   Core.Run
-//	event         Core.Run                          app poller
-//	completion    Core.Run                          app poller
-//	release       app, API goroutine or poller, mu  Core.Run
+//	ring          producer                          consumer
+//	cmd           app, API goroutine under mu       Core.Run
+//	event         Core.Run                          app, goroutine holding pollMu
+//	completion    Core.Run                          app, goroutine holding pollMu
+//	release       app, API goroutine under mu       Core.Run
 //	TX(slot)      app, the writer under mu          Core.Run
 //	RTX(slot)     unused (see below)                Core.Run never reads it
-//	RX(slot)      Core.Run                          app poller
+//	RX(slot)      Core.Run                          app, goroutine holding pollMu
+//
+// (A mutex makes "one goroutine at a time" the owner; its lock/unlock
+// orders successive owners, so each ring still has a single producer and
+// a single consumer at any moment.)
 //
 // Descriptor use (ring.Desc; unused fields zero, Frame = NoFrame when no buffer):
 //
@@ -94,13 +98,19 @@
 // in the transport's receive buffer, whose flow control stops the pulls;
 // a full event ring stops the daemon reading that app's commands.
 //
-// # Sleeping
+// # Waiting and sleeping
 //
-// Both sides poll adaptively: spin (Config.SpinFor / ClientConfig.SpinFor)
-// after the last useful work, then sleep on eventfds with ring's wakeup
-// protocol. The app's poller uses its region's ring.Waiter; the core sleeps
-// on all regions at once (wait_linux.go) plus a doorbell for control
-// requests and the transport's descriptor, bounded by its next timer.
+// The core polls adaptively: it spins (Config.SpinFor; automatic: none
+// below 4 CPUs) after its last useful work, then sleeps on every region's
+// WakeDaemon eventfd at once plus a doorbell for control requests and the
+// transport's descriptor, bounded by the transport's next timer
+// (wait_linux.go). The application has no poller goroutine: a goroutine
+// that waits (Read, Accept, Write out of frames, a Listen reply) polls the
+// rings itself under pollMu and, once it would sleep, either becomes the
+// one designated sleeper on the region's WakeApp eventfd or parks on its
+// own channel, which whoever polls signals (clientwait_linux.go). So the
+// bytes a reader waits for reach it without a thread handoff inside the
+// application, the run-to-completion shape the embedded engine has.
 //
 // # Death and shutdown
 //
@@ -112,5 +122,7 @@
 // refuses new apps, dials and listens, unlistens everything, waits for the
 // open slots to close (at most DrainTimeout), then reclaims everything;
 // the server then closes every control connection, and each client turns
-// EOF into ErrDaemonGone for every blocked and later call.
+// EOF into ErrDaemonGone for every blocked and later call (the designated
+// sleeper is woken through its interrupt eventfd; parked goroutines select
+// on the gone channel).
 package daemon
