@@ -139,7 +139,8 @@ func runPacer(args []string) error {
 	vol0, invol0 := ctxSwitches(p.ThreadID())
 	steal0, total0 := cpuSteal(*cpu)
 	wall0 := time.Now()
-	for time.Since(wall0) < *duration {
+	for done := false; !done; {
+		done = time.Since(wall0) >= *duration // one last drain after the end
 		for {
 			n := p.Poll(rel)
 			if n == 0 {
@@ -151,7 +152,9 @@ func runPacer(args []string) error {
 				}
 			}
 		}
-		time.Sleep(200 * time.Microsecond)
+		if !done {
+			time.Sleep(200 * time.Microsecond)
+		}
 	}
 	cpu1, _ := p.ThreadCPUTime()
 	wall1 := time.Now()
