@@ -37,8 +37,10 @@ type Config struct {
 	// paper's maximum for a 400us worst-case RTT).
 	RTO time.Duration
 	// StallTimeout: when a sender has work queued but has received no
-	// PULL/ACK/NACK for this long, it sends one packet unsolicited as a
-	// probe (covers lost PULLs). Default 8*RTO.
+	// PULL/ACK/NACK for this long, it probes: a header-only copy of its
+	// first queued retransmission (the peer re-pulls or re-ACKs it), or one
+	// unsolicited new packet. Covers lost PULLs and lost final ACKs.
+	// Default 2*RTO.
 	StallTimeout time.Duration
 	// MaxRTORetries: consecutive RTO expiries without any feedback from the
 	// peer after which the connection fails with ErrTimeout. Default 10.
@@ -53,7 +55,10 @@ type Config struct {
 	// Minimum MaxPayload(MTU).
 	SendBuffer int
 	// TimeWait is how long a finished connection's identity is remembered
-	// to reject replays and duplicates. Default 10ms (paper: MSL < 1ms).
+	// to reject replays and duplicates (paper: MSL < 1ms) and to re-ACK a
+	// peer still retransmitting its last packets. Default: the longest a
+	// peer keeps retrying before it gives up, (MaxRTORetries+2)*RTO +
+	// 2*StallTimeout (16ms with the other defaults), at least 10ms.
 	TimeWait time.Duration
 	// MaxTimeWait bounds the time-wait table. When full, the oldest entry is
 	// evicted early (counted in Stats.TimeWaitEvicted). Default 4*MaxConns.
@@ -101,7 +106,7 @@ func (c *Config) populate() {
 		c.RTO = defaultRTO
 	}
 	if c.StallTimeout == 0 {
-		c.StallTimeout = 8 * c.RTO
+		c.StallTimeout = 2 * c.RTO
 	}
 	if c.MaxRTORetries == 0 {
 		c.MaxRTORetries = defaultRTORetries
@@ -116,7 +121,7 @@ func (c *Config) populate() {
 		c.SendBuffer = defaultBuffer
 	}
 	if c.TimeWait == 0 {
-		c.TimeWait = defaultTimeWait
+		c.TimeWait = max(defaultTimeWait, time.Duration(c.MaxRTORetries+2)*c.RTO+2*c.StallTimeout)
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = defaultMaxConns

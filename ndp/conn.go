@@ -41,10 +41,12 @@ type conn struct {
 	writeBlocked           bool
 }
 
-func newConn(cfg *Config) *conn {
+// newConn allocates a connection object; with prealloc its stream buffers
+// get their initial size now (Listen's reserve), else on first use.
+func newConn(cfg *Config, prealloc bool) *conn {
 	return &conn{
-		snd:     newSender(cfg),
-		rcv:     newReceiver(cfg),
+		snd:     newSender(cfg, prealloc),
+		rcv:     newReceiver(cfg, prealloc),
 		paths:   newScoreboard(cfg.Paths, 16*Time(cfg.RTO)),
 		heapIdx: -1,
 	}

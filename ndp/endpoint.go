@@ -75,7 +75,7 @@ func (e *Endpoint) MSS() int { return e.mss }
 
 func (e *Endpoint) reserve(n int) {
 	for len(e.pool) < n && len(e.pool)+e.nActive < e.cfg.MaxConns {
-		e.pool = append(e.pool, newConn(&e.cfg))
+		e.pool = append(e.pool, newConn(&e.cfg, true))
 	}
 }
 
@@ -98,7 +98,7 @@ func (e *Endpoint) allocConn() (*conn, error) {
 		e.pool = e.pool[:n-1]
 		c.reset()
 	} else {
-		c = newConn(&e.cfg)
+		c = newConn(&e.cfg, false)
 	}
 	c.idx, c.gen = idx, e.gens[idx]
 	e.conns[idx] = c

@@ -231,7 +231,8 @@ func FuzzEndpoint(f *testing.F) {
 				if c == nil {
 					continue
 				}
-				if c.rcv.maxEnd()-c.rcv.readOff > uint64(len(c.rcv.buf)) || c.snd.written-c.snd.bufStart > uint64(len(c.snd.buf)) {
+				if c.rcv.maxEnd()-c.rcv.readOff > uint64(c.rcv.buf.limit) || c.snd.written-c.snd.bufStart > uint64(c.snd.buf.limit) ||
+					len(c.rcv.buf.buf) > c.rcv.buf.limit || len(c.snd.buf.buf) > c.snd.buf.limit {
 					t.Fatalf("buffer bound exceeded: rcv %d snd %d", c.rcv.maxEnd()-c.rcv.readOff, c.snd.written-c.snd.bufStart)
 				}
 				if c.rcv.nRanges > maxRanges || c.snd.nxtSeq-c.snd.una > maxWindowPkts {

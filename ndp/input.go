@@ -65,7 +65,9 @@ func (e *Endpoint) handleNoConn(f *Frame, key connKey, now Time) error {
 		switch {
 		case tw.kind == twAborted && (h.Type == TypeData || h.Type == TypePull):
 			e.queueStateless(f, TypeReset, tw.code)
-		case tw.kind == twClosed && h.Type == TypeData && h.Flags&FlagTrimmed == 0:
+		case tw.kind == twClosed && h.Type == TypeData:
+			// we closed only after receiving everything: re-ACK (also
+			// trimmed copies and stall probes)
 			e.queueStateless(f, TypeAck, 0)
 		}
 		return ErrTimeWait
@@ -142,6 +144,12 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)
 		if r.markTrimmed(h.Seq) {
 			e.addPulls(c, 1)
+		} else if c.pullsPending+c.pullsHanded+r.owedPulls == 0 {
+			// a repeated header (e.g. the sender's stall probe) while no
+			// pull is queued for this sender: its PULL was lost, re-pull
+			e.addPulls(c, 1)
+		} else {
+			e.flushPulls(c)
 		}
 		return
 	}

@@ -637,8 +637,10 @@ func TestStallProbeRecoversLostPull(t *testing.T) {
 	k, _ := TrimFrame(rs[0].b)
 	rs[0].b = rs[0].b[:k]
 	deliver(t, b, us, rs...)
-	events(b)
-	deliver(t, a, 2*us, poll(t, b, us, true)...) // ACK + NACK; the PULL is never released/lost
+	acc, _ := findEvent(events(b), EventAccepted)
+	b.PullReleased(acc.Handle, us)                                // the pull queue sends the PULL ...
+	ctl := poll(t, b, us, true)
+	deliver(t, a, 2*us, append(ofType(ctl, TypeAck), ofType(ctl, TypeNack)...)...) // ... but it is lost
 	if out := poll(t, a, 2*us, true); len(out) != 0 {
 		t.Fatal("sent without pull")
 	}
@@ -658,11 +660,27 @@ func TestStallProbeRecoversLostPull(t *testing.T) {
 		}
 	}
 	out := poll(t, a, at, true)
-	if len(out) != 1 || out[0].f.Header.Seq != rs[0].f.Header.Seq {
-		t.Fatalf("stall probe: %+v", out)
+	if len(out) != 1 || out[0].f.Header.Seq != rs[0].f.Header.Seq || out[0].f.Header.Flags&FlagTrimmed == 0 || len(out[0].b) != HeaderOverhead {
+		t.Fatalf("stall probe must be a header-only copy of the queued retransmission: %+v", out)
 	}
 	if a.Stats().StallProbes != 1 {
 		t.Fatal("probe not counted")
+	}
+	// the receiver, whose PULL was lost, pulls again
+	deliver(t, b, at+us, out...)
+	if c := countPulls(events(b)); c != 1 {
+		t.Fatalf("receiver issued %d pulls for the probe, want 1", c)
+	}
+	// a repeated probe while that pull is still queued adds none
+	deliver(t, b, at+us, out...)
+	if c := countPulls(events(b)); c != 0 {
+		t.Fatalf("probe with a pull already queued issued %d pulls", c)
+	}
+	b.PullReleased(acc.Handle, at+us)
+	deliver(t, a, at+2*us, ofType(poll(t, b, at+us, true), TypePull)...)
+	rtx := poll(t, a, at+2*us, true)
+	if len(rtx) != 1 || len(rtx[0].f.Payload) != a.MSS() {
+		t.Fatalf("pulled retransmission %+v", rtx)
 	}
 }
 
@@ -704,5 +722,31 @@ func TestReleaseLingersUntilAcked(t *testing.T) {
 	b.Release(acc2.Handle)
 	if r := ofType(poll(t, b, 4*us, true), TypeReset); len(r) != 1 {
 		t.Fatal("release with the peer still sending must reset")
+	}
+}
+
+// Out-of-order data filling the receive buffer must not block the pull
+// that refills the hole in front of it (flow control vs. holes).
+func TestFlowControlPullsHoleWhenFull(t *testing.T) {
+	a := mkEP(t, ipA, nil)
+	b := mkEP(t, ipB, func(c *Config) { c.RecvBuffer = 4 * MaxPayload(1500) })
+	dialWrite(t, a, b, 8*a.MSS(), DialOptions{})
+	rs := poll(t, a, 0, true)
+	deliver(t, b, us, rs[1], rs[2], rs[3], rs[4]) // buffer now full, byte 0 missing
+	evs := events(b)
+	acc, _ := findEvent(evs, EventAccepted)
+	for i := 0; i < countPulls(evs); i++ {
+		b.PullReleased(acc.Handle, us)
+	}
+	poll(t, b, us, true) // those PULLs are lost
+	if room := b.conn(acc.Handle).rcv.room(); room != 0 {
+		t.Fatalf("room %d, want a full buffer", room)
+	}
+	hdr := rec{b: append([]byte(nil), rs[0].b...)}
+	k, _ := TrimFrame(hdr.b)
+	hdr.b = hdr.b[:k]
+	deliver(t, b, 2*us, hdr)
+	if c := countPulls(events(b)); c != 1 {
+		t.Fatalf("hole in front of a full buffer got %d pulls, want 1", c)
 	}
 }

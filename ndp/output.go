@@ -16,6 +16,32 @@ func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 	}
 }
 
+// queueProbe queues a header-only copy (FlagTrimmed set by the sender) of
+// queued retransmission seq. To the receiver it looks like a trimmed
+// header: it NACKs and pulls the packet if it lacks it (its PULL was lost)
+// and re-ACKs it if it has it (our ACK was lost). 90 bytes, priority-queued
+// by switches, no payload wasted.
+func (e *Endpoint) queueProbe(c *conn, seq uint32, now Time) {
+	s := &c.snd
+	d := s.desc(seq)
+	path := c.paths.next(&e.rng, -1, now, &e.stats.PathsExcluded)
+	cf := ctlFrame{
+		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
+		typ: TypeData, flags: d.flags&(FlagSYN|FlagFIN) | FlagTrimmed, prio: c.prio,
+		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
+		seq: seq, pathID: path, plen: d.n, off: d.off,
+	}
+	if d.flags&FlagSYN != 0 {
+		cf.synOff = uint16(seq - s.isn)
+	}
+	if c.prio > 0 {
+		cf.flags |= FlagPriority
+	}
+	if !e.ctl.push(&cf) {
+		e.stats.ControlDrops++
+	}
+}
+
 // queueStateless answers frame f without connection state.
 func (e *Endpoint) queueStateless(f *Frame, t PacketType, code ResetCode) {
 	h := &f.Header
@@ -238,6 +264,7 @@ func (e *Endpoint) buildCtl(b []byte, cf *ctlFrame) int {
 	hd := Header{
 		Type: cf.typ, Flags: cf.flags, SrcPort: cf.srcPort, DstPort: cf.dstPort, ConnID: cf.connID,
 		Seq: cf.seq, PullCounter: cf.pull, PathID: cf.pathID, Priority: cf.prio, Code: cf.code,
+		SynOffset: cf.synOff, PayloadLen: cf.plen, Offset: cf.off,
 	}
 	writeHeaders(b, &cf.dstMAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &cf.dstIP, cf.udpSrc, e.cfg.UDPPort, &hd, 0)
 	e.stats.FramesOut++

@@ -71,13 +71,17 @@ func (e *Endpoint) addPulls(c *conn, n int) {
 }
 
 // flushPulls hands owed pulls to the host while the receive buffer has
-// room for the data they will elicit (flow control).
+// room for the data they will elicit (flow control), or while
+// retransmissions are owed for holes.
 func (e *Endpoint) flushPulls(c *conn) {
 	r := &c.rcv
 	if r.owedPulls == 0 || c.closed {
 		return
 	}
-	allow := r.room()/e.mss - c.pullsPending - c.pullsHanded
+	// Room for new data, but never fewer pulls than holes to refill: a
+	// retransmission into a hole needs no new room, and out-of-order data
+	// may fill the buffer while the hole blocks the reader.
+	allow := max(r.room()/e.mss, r.trimmedCount()) - c.pullsPending - c.pullsHanded
 	k := min(r.owedPulls, allow)
 	if k <= 0 {
 		return

@@ -4,8 +4,9 @@ package ndp
 // drives the Endpoint); none is shared across goroutines, so none needs
 // memory ordering.
 
-// ctlFrame is a pending control frame (ACK, NACK, PULL, RESET), kept as a
-// compact descriptor and serialised by PollFrame.
+// ctlFrame is a pending control frame (ACK, NACK, PULL, RESET, or a
+// header-only DATA stall probe), kept as a compact descriptor and
+// serialised by PollFrame.
 type ctlFrame struct {
 	dstMAC  [6]byte
 	dstIP   [4]byte
@@ -20,6 +21,10 @@ type ctlFrame struct {
 	seq     uint32
 	pull    uint32
 	pathID  uint16
+	// header-only DATA probe
+	synOff uint16
+	plen   uint16
+	off    uint64
 }
 
 // ctlQueue is a fixed-capacity FIFO of control frames. Push on a full

@@ -24,7 +24,7 @@ type receiver struct {
 	trimmed [maxWindowPkts / 64]uint64
 	nTrim   int
 
-	buf     []byte
+	buf     streamBuf
 	readOff uint64
 	nxtOff  uint64
 	ranges  [maxRanges]byteRange
@@ -41,7 +41,9 @@ type byteRange struct{ start, end uint64 }
 
 const maxRanges = 64
 
-func newReceiver(cfg *Config) receiver { return receiver{buf: make([]byte, cfg.RecvBuffer)} }
+func newReceiver(cfg *Config, prealloc bool) receiver {
+	return receiver{buf: newStreamBuf(cfg.RecvBuffer, prealloc)}
+}
 
 func (r *receiver) reset() {
 	buf := r.buf
@@ -121,12 +123,12 @@ func (r *receiver) maxEnd() uint64 {
 }
 
 // room is the free space beyond everything received.
-func (r *receiver) room() int { return int(r.readOff + uint64(len(r.buf)) - r.maxEnd()) }
+func (r *receiver) room() int { return int(r.readOff + uint64(r.buf.limit) - r.maxEnd()) }
 
 // fits reports whether [off, off+n) can be stored now.
 func (r *receiver) fits(off uint64, n int) bool {
 	end := off + uint64(n)
-	if end > r.readOff+uint64(len(r.buf)) {
+	if end > r.readOff+uint64(r.buf.limit) {
 		return false
 	}
 	if off <= r.nxtOff || r.nRanges < maxRanges {
@@ -148,11 +150,8 @@ func (r *receiver) store(off uint64, p []byte) bool {
 		return false
 	}
 	start := max(off, r.nxtOff)
-	src := p[start-off:]
-	for done := 0; done < len(src); {
-		i := int((start + uint64(done)) % uint64(len(r.buf)))
-		done += copy(r.buf[i:], src[done:])
-	}
+	r.buf.ensure(r.readOff, r.maxEnd(), end)
+	r.buf.put(start, p[start-off:])
 	if start == r.nxtOff {
 		r.nxtOff = end
 		// absorb ranges now contiguous
@@ -197,10 +196,7 @@ func (r *receiver) addRange(s, e uint64) {
 // read copies in-order bytes into p.
 func (r *receiver) read(p []byte) int {
 	n := min(len(p), int(r.nxtOff-r.readOff))
-	for done := 0; done < n; {
-		i := int((r.readOff + uint64(done)) % uint64(len(r.buf)))
-		done += copy(p[done:n], r.buf[i:])
-	}
+	r.buf.get(p[:n], r.readOff)
 	r.readOff += uint64(n)
 	return n
 }

@@ -35,7 +35,7 @@ type pktDesc struct {
 const seqMask = maxWindowPkts - 1
 
 type sender struct {
-	buf      []byte
+	buf      streamBuf
 	bufStart uint64 // stream offset of buf's oldest live byte
 	written  uint64 // end of the application's data
 	nxtOff   uint64 // next unsent stream offset
@@ -70,9 +70,9 @@ type sender struct {
 	lastActivity Time // last feedback from the peer or own transmission
 }
 
-func newSender(cfg *Config) sender {
+func newSender(cfg *Config, prealloc bool) sender {
 	return sender{
-		buf:  make([]byte, cfg.SendBuffer),
+		buf:  newStreamBuf(cfg.SendBuffer, prealloc),
 		pkts: make([]pktDesc, maxWindowPkts),
 		rtx:  make([]uint32, maxWindowPkts),
 	}
@@ -96,28 +96,18 @@ func (s *sender) desc(seq uint32) *pktDesc { return &s.pkts[seq&seqMask] }
 func (s *sender) inWindow(seq uint32) bool { return seq-s.una < s.nxtSeq-s.una }
 
 // free is the number of bytes Write can still accept.
-func (s *sender) free() int { return len(s.buf) - int(s.written-s.bufStart) }
+func (s *sender) free() int { return s.buf.limit - int(s.written-s.bufStart) }
 
 func (s *sender) write(p []byte) int {
 	n := min(len(p), s.free())
-	w := s.written
-	for done := 0; done < n; {
-		i := int(w % uint64(len(s.buf)))
-		k := copy(s.buf[i:], p[done:n])
-		done += k
-		w += uint64(k)
-	}
-	s.written = w
+	s.buf.ensure(s.bufStart, s.written, s.written+uint64(n))
+	s.buf.put(s.written, p[:n])
+	s.written += uint64(n)
 	return n
 }
 
 // copyOut copies stream bytes [off, off+len(dst)) into dst.
-func (s *sender) copyOut(dst []byte, off uint64) {
-	for done := 0; done < len(dst); {
-		i := int((off + uint64(done)) % uint64(len(s.buf)))
-		done += copy(dst[done:], s.buf[i:])
-	}
-}
+func (s *sender) copyOut(dst []byte, off uint64) { s.buf.get(dst, off) }
 
 func (s *sender) hasNew() bool {
 	return (s.nxtOff < s.written || (s.finQueued && !s.finSent)) && s.nxtSeq-s.una < maxWindowPkts

@@ -58,8 +58,17 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		}
 	}
 	if e.stalled(c) && now >= s.lastActivity+Time(e.cfg.StallTimeout) {
-		if s.hasRtx() {
-			s.unsolicited++
+		// Work queued, no credit, no word from the peer: probe. A queued
+		// retransmission is probed with a header-only copy (the peer
+		// pulls it if it lacks it, re-ACKs it if it has it); new data
+		// blocked by lost PULLs goes out as one unsolicited packet.
+		if seq, ok := s.peekRtx(); ok {
+			e.queueProbe(c, seq, now)
+			s.rtoStreak++
+			if s.rtoStreak > e.cfg.MaxRTORetries {
+				e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+				return
+			}
 		} else {
 			s.pushCredit++
 		}
