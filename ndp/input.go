@@ -158,7 +158,7 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		// no room (flow control): behave as if trimmed, pull it later
 		e.stats.NoBufferNacks++
 		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)
-		if r.markTrimmed(h.Seq) {
+		if r.markNoBuf(h.Seq) {
 			r.owedPulls++ // handed out when the application reads
 		}
 		return

@@ -638,7 +638,7 @@ func TestStallProbeRecoversLostPull(t *testing.T) {
 	rs[0].b = rs[0].b[:k]
 	deliver(t, b, us, rs...)
 	acc, _ := findEvent(events(b), EventAccepted)
-	b.PullReleased(acc.Handle, us)                                // the pull queue sends the PULL ...
+	b.PullReleased(acc.Handle, us) // the pull queue sends the PULL ...
 	ctl := poll(t, b, us, true)
 	deliver(t, a, 2*us, append(ofType(ctl, TypeAck), ofType(ctl, TypeNack)...)...) // ... but it is lost
 	if out := poll(t, a, 2*us, true); len(out) != 0 {

@@ -81,7 +81,7 @@ func (e *Endpoint) flushPulls(c *conn) {
 	// Room for new data, but never fewer pulls than holes to refill: a
 	// retransmission into a hole needs no new room, and out-of-order data
 	// may fill the buffer while the hole blocks the reader.
-	allow := max(r.room()/e.mss, r.trimmedCount()) - c.pullsPending - c.pullsHanded
+	allow := max(r.room()/e.mss, r.holes()) - c.pullsPending - c.pullsHanded
 	k := min(r.owedPulls, allow)
 	if k <= 0 {
 		return

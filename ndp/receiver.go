@@ -23,6 +23,8 @@ type receiver struct {
 	got     [maxWindowPkts / 64]uint64
 	trimmed [maxWindowPkts / 64]uint64
 	nTrim   int
+	noBuf   [maxWindowPkts / 64]uint64 // subset of trimmed: NACKed for lack of buffer
+	nNoBuf  int
 
 	buf     streamBuf
 	readOff uint64
@@ -97,6 +99,10 @@ func (r *receiver) markGot(seq uint32) {
 	if bit(&r.trimmed, seq) {
 		setBit(&r.trimmed, seq, false)
 		r.nTrim--
+	}
+	if bit(&r.noBuf, seq) {
+		setBit(&r.noBuf, seq, false)
+		r.nNoBuf--
 	}
 	for bit(&r.got, r.base) {
 		setBit(&r.got, r.base, false)
@@ -203,4 +209,20 @@ func (r *receiver) read(p []byte) int {
 
 func (r *receiver) readable() int { return int(r.nxtOff - r.readOff) }
 
+// trimmedCount is the number of packets whose retransmission is owed.
 func (r *receiver) trimmedCount() int { return r.nTrim }
+
+// holes is the number of owed packets trimmed by the network (not NACKed
+// for lack of buffer): their data fits where the buffer already reserves
+// room, so pulling them never needs new room.
+func (r *receiver) holes() int { return r.nTrim - r.nNoBuf }
+
+// markNoBuf records that seq was NACKed because it did not fit; false if
+// its retransmission was already owed.
+func (r *receiver) markNoBuf(seq uint32) bool {
+	if !bit(&r.noBuf, seq) {
+		setBit(&r.noBuf, seq, true)
+		r.nNoBuf++
+	}
+	return r.markTrimmed(seq)
+}
