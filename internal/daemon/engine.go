@@ -35,6 +35,7 @@ type EngineTransport struct {
 	listeners map[uint16]*engine.Listener
 	pending   []engineEvent
 	now       chan struct{} // closed: "do not wait"
+	lastWork  time.Time     // last Poll that did something
 }
 
 // EngineTransportConfig tunes the adapter. The zero value is valid.
@@ -43,9 +44,17 @@ type EngineTransportConfig struct {
 	// not in the Stack's cache (the core loop waits for it). Default 1s.
 	DialTimeout time.Duration
 	// BusyPollTimeout is how long the core may sleep while connections are
-	// open (the engine does not export its next timer; the pull pacer and
-	// RTO need the core back soon). Default 200us.
+	// open and the stack did work in the last IdleAfter: the engine does not
+	// export its next timer or pull release time, and a paced PULL released
+	// late delays the data it elicits. Default 200us: 20us was measured
+	// worse on the 2-vCPU VM (the extra wakeups steal the CPU the peer
+	// needs; docs/BENCHMARKS.md).
 	BusyPollTimeout time.Duration
+	// IdleTimeout is how long the core may sleep while connections are open
+	// but the stack has been idle for IdleAfter (RTO granularity). Default 1ms.
+	IdleTimeout time.Duration
+	// IdleAfter: see above. Default 1ms.
+	IdleAfter time.Duration
 	// Backlog is the engine listener backlog per port. Default 1024.
 	Backlog int
 }
@@ -62,6 +71,12 @@ func NewEngineTransport(cfg EngineTransportConfig) *EngineTransport {
 	}
 	if cfg.BusyPollTimeout == 0 {
 		cfg.BusyPollTimeout = 200 * time.Microsecond
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = time.Millisecond
+	}
+	if cfg.IdleAfter == 0 {
+		cfg.IdleAfter = time.Millisecond
 	}
 	if cfg.Backlog == 0 {
 		cfg.Backlog = 1024
@@ -170,7 +185,13 @@ func (t *EngineTransport) Abort(id ConnID) {
 	}
 }
 
-func (t *EngineTransport) Poll() bool { return t.st.Poll() }
+func (t *EngineTransport) Poll() bool {
+	if t.st.Poll() {
+		t.lastWork = time.Now()
+		return true
+	}
+	return false
+}
 
 // Events translates the queued engine events. Accepted connections are
 // taken off their listener's backlog (in order; the backlog is FIFO).
@@ -216,10 +237,13 @@ func (t *EngineTransport) PollTimeout() time.Duration {
 	if len(t.pending) > 0 {
 		return 0
 	}
-	if len(t.conns) > 0 {
+	if len(t.conns) == 0 {
+		return -1
+	}
+	if time.Since(t.lastWork) < t.cfg.IdleAfter {
 		return t.cfg.BusyPollTimeout
 	}
-	return -1
+	return t.cfg.IdleTimeout
 }
 
 func (t *EngineTransport) WaitFD() int { return t.waitFD }
