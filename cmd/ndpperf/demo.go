@@ -61,7 +61,7 @@ func runDemo(args []string) error {
 		return demoSim(*n, *servers, *size, *asJSON)
 	}
 	fmt.Fprintln(os.Stderr, "ndpperf demo: building a two-namespace veth testbed for the RPC comparison...")
-	o := rpcOpts{size: 1024, n: *n, warmup: *n / 10, rounds: 4, compare: []string{"xdp", "tcp", "tcp-newconn", "tfo"}, mode: "embedded"}
+	o := rpcOpts{size: 1024, n: *n, warmup: *n / 10, rounds: 4, compare: []string{"xdp", "tcp", "tcp-newconn", "tfo"}, mode: "embedded", poll: "busy"}
 	rpc, err := rpcTestbed(o)
 	if err != nil {
 		return fmt.Errorf("rpc comparison: %w", err)

@@ -48,6 +48,8 @@ type rpcOpts struct {
 	rounds  int
 	compare []string
 	mode    string
+	poll    string
+	spin    time.Duration
 	json    bool
 }
 
@@ -64,11 +66,16 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
 	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open); empty for ndp only")
 	mode := fs.String("mode", "embedded", "ndp stack: embedded (in this process) or daemon (through ndpd)")
+	poll := fs.String("poll", "busy", "ndp waiting: busy (spin until done) or adaptive (spin --spin, then sleep on the AF_XDP socket)")
+	spin := fs.Duration("spin", 200*time.Microsecond, "adaptive mode: how long a waiter spins before sleeping")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
-	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, json: *asJSON}
+	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, poll: *poll, spin: *spin, json: *asJSON}
+	if o.poll != "busy" && o.poll != "adaptive" {
+		return o, fmt.Errorf("--poll %q: want busy or adaptive", o.poll)
+	}
 	if *compare != "" {
 		o.compare = strings.Split(*compare, ",")
 	}
@@ -230,15 +237,20 @@ type ndpRPC struct {
 	addr           sockapi.Addr
 	req, resp      []byte
 	ebuf           []byte
+	poll           string
 }
 
 func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	v := pair.Veth
 	r := &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
-		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size)}
+		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size), poll: o.poll}
 	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr) (s *sockapi.Stack, err error) {
 		err = ns.Do(func() error {
-			s, err = sockapi.Open(sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true})
+			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
+			if o.poll == "adaptive" {
+				cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin
+			}
+			s, err = sockapi.Open(cfg)
 			return err
 		})
 		return s, err
@@ -260,6 +272,9 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 
 func (r *ndpRPC) name() string { return "ndp" }
 func (r *ndpRPC) mode() string {
+	if r.poll == "adaptive" {
+		return "embedded sockapi, new connection per RPC, PollAdaptive (spin, then sleep on the XSK fd), pinned client and server threads"
+	}
 	return "embedded sockapi, new connection per RPC, PollBusy, pinned client and server threads"
 }
 

@@ -73,7 +73,7 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 		n, err, ok := c.tryReadLocked(p)
 		if !ok {
 			now := s.clock()
-			s.pollDeferLocked(now, s.cfg.Mode == PollBusy)
+			s.pollDeferLocked(now, s.coalesce)
 			n, err, ok = c.tryReadLocked(p)
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
@@ -248,9 +248,10 @@ func (c *Conn) close(abort bool) error {
 		}
 	}
 	s.releaseLocked(c)
-	if s.cfg.Mode == PollBusy && !abort {
+	if s.coalesce && !abort {
 		// What Close leaves to send is control (the ACK of the last
-		// data, a FIN): in busy mode the caller is about to make its next
+		// data, a FIN): in busy mode (or without a background poller) the
+		// caller is about to make its next
 		// call, whose transmit batch carries it (one kick for both; an
 		// RPC client's Close is then off the critical path). The
 		// background poller, if any, flushes it otherwise.
@@ -323,7 +324,7 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 		c, err, ok := l.tryAcceptLocked()
 		if !ok {
 			now := s.clock()
-			s.pollDeferLocked(now, s.cfg.Mode == PollBusy)
+			s.pollDeferLocked(now, s.coalesce)
 			c, err, ok = l.tryAcceptLocked()
 			if !ok && s.txDeferred {
 				s.pollLocked(now)

@@ -54,18 +54,37 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		}
 		s.appPollAt.Store(int64(now))
 		// Let other goroutines run between polls when this one is not the
-		// stack's only spinner (adaptive mode, or several busy waiters):
-		// with more spinners than cores the Go scheduler otherwise preempts
-		// only every 10ms. A lone busy spinner does not yield: for a
-		// goroutine locked to its thread (ndpperf) a yield costs a thread
-		// handoff.
-		if s.cfg.Mode == PollAdaptive || s.spinners.Load() > 1 {
+		// stack's only spinner: with more spinners than cores the Go
+		// scheduler otherwise preempts only every 10ms. A lone spinner does
+		// not yield: for a goroutine locked to its thread (ndpperf) a yield
+		// is a thread handoff, and adaptive spins are bounded anyway.
+		if s.spinners.Load() > 1 {
 			runtime.Gosched()
 		}
 		return nil
 	}
-	// Block. Hand polling to the background poller first.
+	// Sleep. The first choice is to sleep on the link itself (ppoll on the
+	// XSK fd and the wake eventfd): the kernel wakes this thread directly
+	// when a frame arrives, and a thread that slept gets the scheduler's
+	// wakeup preference over spinners. Only one goroutine sleeps on the
+	// link at a time (linkWaiter); the rest block on their channel while
+	// the link sleeper (or the background poller) polls for them.
 	s.endWait(w)
+	if s.linkWaiter.CompareAndSwap(false, true) {
+		s.sleepOnLink(linkSleepCap)
+		s.linkWaiter.Store(false)
+		if s.blocked.Load() > 0 {
+			s.appPollAt.Store(0)
+			signal(s.bgKick)
+		}
+		w.start = s.clock()
+		return nil // the caller polls and checks again
+	}
+	if s.cfg.NoBackground {
+		// Nobody else would poll for a blocked goroutine: keep spinning.
+		runtime.Gosched()
+		return nil
+	}
 	s.blocked.Add(1)
 	if s.spinners.Load() == 0 {
 		s.appPollAt.Store(0)
@@ -82,6 +101,31 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	s.blocked.Add(-1)
 	w.start = s.clock() // spin again for a while after a wakeup
 	return err
+}
+
+// linkSleepCap bounds an application goroutine's sleep on the link, so a
+// deadline (a channel the link cannot watch) is noticed within it.
+const linkSleepCap = time.Millisecond
+
+// sleepOnLink polls once and, if there was nothing to do, sleeps on the
+// link until frames arrive, Wake, the next timer / pull release, or max.
+// The caller holds linkWaiter.
+func (s *Stack) sleepOnLink(max time.Duration) {
+	s.sleeping.Store(true)
+	s.mu.Lock()
+	now := s.clock()
+	did := s.pollLocked(now) // anything queued before sleeping was announced
+	d := s.sleepForLocked(now)
+	closed := s.closed
+	s.mu.Unlock()
+	if !closed && !did && (d < 0 || d > time.Duration(s.cfg.Spin)) {
+		if d < 0 || d > max {
+			d = max
+		}
+		s.link.Wait(d)
+		s.wakeups.Add(1)
+	}
+	s.sleeping.Store(false)
 }
 
 // endWait ends a spin phase; if other goroutines are blocked and nobody
@@ -140,20 +184,26 @@ func (s *Stack) background() {
 		if now-idleSince < spin {
 			continue
 		}
-		s.sleeping.Store(true)
-		s.mu.Lock()
-		now = s.clock()
-		did = s.pollLocked(now) // anything queued before sleeping was announced
-		d := s.sleepForLocked(now)
-		s.mu.Unlock()
-		if !did && (d < 0 || d > time.Duration(2*spin)) {
-			if d < 0 || d > 100*time.Millisecond {
-				d = 100 * time.Millisecond
+		if s.linkWaiter.CompareAndSwap(false, true) {
+			s.sleepOnLink(100 * time.Millisecond)
+			s.linkWaiter.Store(false)
+		} else {
+			// An application goroutine sleeps on the link and polls when
+			// it wakes; check back after the grace period.
+			timer.Reset(time.Duration(appGrace))
+			select {
+			case <-s.bgKick:
+			case <-timer.C:
+			case <-s.done:
+				return
 			}
-			s.link.Wait(d)
-			s.wakeups.Add(1)
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		}
-		s.sleeping.Store(false)
 		idleSince = s.clock()
 	}
 }

@@ -48,6 +48,7 @@ type Stack struct {
 	log      *zap.Logger
 	frameCap int
 	localIP  [4]byte
+	coalesce bool // PollBusy or NoBackground: waiters defer ACK transmission (see pollDeferLocked)
 
 	mu         sync.Mutex
 	conns      map[ndp.Handle]*Conn
@@ -64,14 +65,15 @@ type Stack struct {
 	resolveMu sync.Mutex // serialises Resolver calls (made without mu)
 
 	// Poller coordination (poller.go).
-	spinners  atomic.Int32 // application goroutines spinning on Poll
-	appPollAt atomic.Int64 // last Poll by an application goroutine
-	blocked   atomic.Int32 // application goroutines blocked on a channel
-	sleeping  atomic.Bool  // background poller is (about to be) in Link.Wait
-	wakeups   atomic.Uint64
-	bgKick    chan struct{}
-	done      chan struct{}
-	bgDone    chan struct{}
+	spinners   atomic.Int32 // application goroutines spinning on Poll
+	appPollAt  atomic.Int64 // last Poll by an application goroutine
+	blocked    atomic.Int32 // application goroutines blocked on a channel
+	sleeping   atomic.Bool  // a goroutine is (about to be) in Link.Wait
+	linkWaiter atomic.Bool  // held by the one goroutine allowed to sleep in Link.Wait
+	wakeups    atomic.Uint64
+	bgKick     chan struct{}
+	done       chan struct{}
+	bgDone     chan struct{}
 }
 
 type neighEntry struct {
@@ -121,6 +123,7 @@ func New(cfg Config) (*Stack, error) {
 		bgDone:    make(chan struct{}),
 	}
 	s.cfg.Endpoint = ecfg
+	s.coalesce = cfg.Mode == PollBusy || cfg.NoBackground
 	if cfg.NoBackground {
 		close(s.bgDone)
 	} else {
@@ -495,6 +498,9 @@ func (s *Stack) Close() error {
 // data goes out at once, from the calling goroutine), and wakes a sleeping
 // background poller, whose sleep may now be too long (a new timer).
 func (s *Stack) afterCallLocked(now ndp.Time) {
+	if s.closed {
+		return
+	}
 	s.pollLocked(now)
 	if s.sleeping.Load() {
 		s.link.Wake()
