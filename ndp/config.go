@@ -61,16 +61,17 @@ type Config struct {
 	// 2*StallTimeout (16ms with the other defaults), at least 10ms.
 	TimeWait time.Duration
 	// MaxTimeWait bounds the time-wait table. When full, the oldest entry is
-	// evicted early (counted in Stats.TimeWaitEvicted). Default 4*MaxConns.
+	// evicted early (counted in Stats.TimeWaitEvicted). Default MaxConns.
 	MaxTimeWait int
 	// MaxConns bounds the connection table. Default 1024. Range [1, 1<<20].
 	MaxConns int
 	// ListenReserve is the number of connection objects (with buffers)
 	// preallocated by Listen so that first-RTT packets open connections
-	// without allocating. Default min(64, MaxConns).
+	// without allocating. Default min(8, MaxConns); the pool grows on
+	// demand beyond that and keeps what it grew.
 	ListenReserve int
 	// ControlQueue bounds queued control frames (ACK/NACK/PULL/RESET)
-	// awaiting PollFrame. Overflow drops the frame (counted). Default 8192.
+	// awaiting PollFrame. Overflow drops the frame (counted). Default 2048.
 	ControlQueue int
 	// Seed seeds the deterministic PRNG (path permutations, connection ids,
 	// initial sequence numbers). Zero is a valid seed.
@@ -85,7 +86,7 @@ const (
 	defaultBuffer     = 256 << 10
 	defaultTimeWait   = 10 * time.Millisecond
 	defaultMaxConns   = 1024
-	defaultCtlQueue   = 8192
+	defaultCtlQueue   = 2048
 	defaultRTORetries = 10
 	maxMTU            = 9216
 	minMTU            = ipOverhead + 64
@@ -127,10 +128,10 @@ func (c *Config) populate() {
 		c.MaxConns = defaultMaxConns
 	}
 	if c.MaxTimeWait == 0 {
-		c.MaxTimeWait = 4 * c.MaxConns
+		c.MaxTimeWait = c.MaxConns
 	}
 	if c.ListenReserve == 0 {
-		c.ListenReserve = min(64, c.MaxConns)
+		c.ListenReserve = min(8, c.MaxConns)
 	}
 	if c.ControlQueue == 0 {
 		c.ControlQueue = defaultCtlQueue

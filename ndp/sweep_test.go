@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestFaultSweep runs bidirectional transfers under random faults over
@@ -60,6 +61,9 @@ func TestFaultSweep(t *testing.T) {
 		}
 		if !bytes.Equal(n.hosts[1].got(s), up) || !bytes.Equal(n.hosts[0].got(c), down) {
 			t.Fatalf("seed %d: content mismatch", seed)
+		}
+		if seed%50 == 0 {
+			t.Logf("seed %d: %d+%d bytes in %v virtual, %d frames", seed, len(up), len(down), time.Duration(n.now), n.sent)
 		}
 		if n.hosts[0].closed[c] != nil || n.hosts[1].closed[s] != nil {
 			t.Fatalf("seed %d: close errors %v %v", seed, n.hosts[0].closed[c], n.hosts[1].closed[s])
