@@ -303,7 +303,19 @@ func TestE2EEchoThroughNdpd(t *testing.T) {
 		}
 	}
 	poolSettled(t, e.a.sock, 1)
-	poolSettled(t, e.b.sock, 1)
+	snap := poolSettled(t, e.b.sock, 1)
+	if len(snap.Apps) != 1 || snap.Apps[0].Counters.RXBytes == 0 || len(snap.Listening) != 1 || snap.Listening[0] != 7 {
+		t.Fatalf("server daemon status: %+v", snap)
+	}
+	// SIGUSR1 logs a status snapshot with the engine's counters.
+	e.b.cmd.Process.Signal(syscall.SIGUSR1)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(e.b.logs.String(), "RxFrames") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no status dump after SIGUSR1:\n%s", e.b.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestE2EKilledAppIsReclaimed(t *testing.T) {
