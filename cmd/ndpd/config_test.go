@@ -151,3 +151,10 @@ func TestStatusWithoutDaemon(t *testing.T) {
 		t.Fatalf("exit %d stderr %q", code, stderr.String())
 	}
 }
+
+func TestExampleConfigIsValid(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"-config", "ndpd.example.json", "--check-config"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("ndpd.example.json: exit %d: %s", code, stderr.String())
+	}
+}

@@ -384,6 +384,14 @@ func TestE2EKilledAppIsReclaimed(t *testing.T) {
 }
 
 func TestE2EDaemonStopUnblocksApp(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) { daemonStopUnblocksApp(t, sig) })
+	}
+}
+
+// daemonStopUnblocksApp: ndpd stops (SIGTERM: drain, exit 0) or dies
+// (SIGKILL) under an application blocked in Read.
+func daemonStopUnblocksApp(t *testing.T, sig syscall.Signal) {
 	e := newE2E(t)
 	srv := attachT(t, e.b.sock)
 	l, err := srv.Listen(7)
@@ -411,8 +419,12 @@ func TestE2EDaemonStopUnblocksApp(t *testing.T) {
 		res <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // let the Read block (not a timing assertion)
-	if err := e.a.stop(t); err != nil {
-		t.Fatalf("ndpd exit: %v (want status 0)", err)
+	if sig == syscall.SIGTERM {
+		if err := e.a.stop(t); err != nil {
+			t.Fatalf("ndpd exit: %v (want status 0)", err)
+		}
+	} else {
+		e.a.cmd.Process.Signal(sig)
 	}
 	select {
 	case err := <-res:
@@ -425,7 +437,7 @@ func TestE2EDaemonStopUnblocksApp(t *testing.T) {
 	if _, err := cli.Dial(e.remote, daemon.DialOptions{}); !errors.Is(err, daemon.ErrDaemonGone) {
 		t.Fatalf("Dial after ndpd exit: %v", err)
 	}
-	if !strings.Contains(e.a.logs.String(), "drain") {
+	if sig == syscall.SIGTERM && !strings.Contains(e.a.logs.String(), "drain") {
 		t.Errorf("no drain in the logs:\n%s", e.a.logs.String())
 	}
 }
