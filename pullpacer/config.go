@@ -58,9 +58,6 @@ var (
 	ErrInvalidConfig = errors.New("pullpacer: invalid config")
 	// ErrClosed is returned by a Pacer used after Close.
 	ErrClosed = errors.New("pullpacer: pacer closed")
-	// ErrOversize is returned by NewTokenBucket-related checks for a packet larger than
-	// the bucket depth, which can never conform.
-	ErrOversize = errors.New("pullpacer: packet larger than bucket depth")
 )
 
 // ConfigError names the configuration field that failed validation.

@@ -28,6 +28,7 @@ type QueueStats struct {
 	Quenched      uint64 // flows quenched (deadline passed or desired rate above capacity)
 	LateSlots     uint64 // pull slots lost because Next was called late (after a stall) beyond MaxBurst
 	Reallocations uint64 // D3 allocations computed
+	RefundedBytes uint64 // wire bytes of link time given back by Refund (pulled packets shorter than PullBytes)
 	Conns         int    // connections tracked now
 	Pending       int64  // pulls queued now
 }
