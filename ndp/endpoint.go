@@ -34,6 +34,19 @@ type Endpoint struct {
 	now           Time  // latest time passed in by the caller
 	f             Frame // scratch for HandleFrame
 	stats         Stats
+
+	pullShortfall int // bytes pulled packets arrived short of a full frame (TakePullShortfall)
+}
+
+// TakePullShortfall returns, and resets, how many bytes the DATA packets that peers
+// sent in answer to this endpoint's PULLs arrived short of a full MTU-sized frame since
+// the last call. The host's pull pacer spaces PULLs for full frames; handing it this
+// shortfall (pullpacer.PullQueue.Refund) keeps the downlink busy when pulled packets
+// are short, as the last packet of a message or a small RPC is.
+func (e *Endpoint) TakePullShortfall() int {
+	n := e.pullShortfall
+	e.pullShortfall = 0
+	return n
 }
 
 // NewEndpoint fills defaults into cfg, validates it and returns an Endpoint.

@@ -21,6 +21,13 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 		return errWrongDst
 	}
 	h := &f.Header
+	if h.Type == TypeData && h.Flags&(FlagPulled|FlagTrimmed) == FlagPulled {
+		// A pulled packet used one pull slot of the host's pacer, which spaces
+		// PULLs for full frames: remember how much of the slot it left idle.
+		if short := e.mss - len(f.Payload); short > 0 {
+			e.pullShortfall += short
+		}
+	}
 	if h.Flags&FlagBounced != 0 {
 		return e.handleBounced(f, now)
 	}

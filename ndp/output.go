@@ -234,6 +234,9 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	if c.paced && !pulled {
 		flags |= FlagPaced
 	}
+	if pulled {
+		flags |= FlagPulled
+	}
 	hd := Header{
 		Type: TypeData, Flags: flags, SrcPort: c.key.localPort, DstPort: c.key.remotePort,
 		ConnID: c.key.connID, Seq: seq, PayloadLen: d.n, PathID: path, Priority: c.prio,

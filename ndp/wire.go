@@ -103,8 +103,9 @@ const (
 	FlagBounced  Flags = 1 << 4 // returned to sender by a switch (addresses swapped)
 	FlagPriority Flags = 1 << 5 // strict-priority traffic
 	FlagPaced    Flags = 1 << 6 // sender asked for edge pacing (informational)
+	FlagPulled   Flags = 1 << 7 // DATA sent in answer to a PULL (lets the receiver's pacer refund short packets)
 
-	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced
+	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled
 )
 
 // ResetCode says why a RESET was sent.

@@ -54,6 +54,9 @@ func TestIncastHundredBounces(t *testing.T) {
 	if r.Bounced == 0 {
 		t.Fatalf("no header returned to sender: %+v", r)
 	}
+	if r.OverheadPct > 5 || r.OverheadPct < 0 {
+		t.Fatalf("overhead %.2f%% over optimal, want 0..5%%", r.OverheadPct)
+	}
 }
 
 // A transfer over links that lose, duplicate, reorder and corrupt 1% of frames each

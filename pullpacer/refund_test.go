@@ -1,0 +1,74 @@
+package pullpacer
+
+import (
+	"testing"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+func TestRefundMovesNextReleaseEarlier(t *testing.T) {
+	// 9038-byte pulls at 10 Gb/s: one per 7230.4 ns.
+	q, err := NewPullQueue(QueueConfig{LinkRate: 10e9, PullBytes: 9038})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Add(1, 10)
+	if _, ok := q.Next(0); !ok {
+		t.Fatal("first pull not released at once")
+	}
+	at, _ := q.NextAt()
+	if at != 7230 {
+		t.Fatalf("next at %d, want 7230", at)
+	}
+	// A pulled packet came back 7,738 bytes short: 6190.4 ns of the slot unused.
+	q.Refund(1000, 7738)
+	if at2, _ := q.NextAt(); at2 != 1040 {
+		t.Fatalf("after refund next at %d, want 1040", at2)
+	}
+	// A refund never pulls the clock before now (MaxBurst 2: at most two back to back).
+	q.Refund(2000, 1_000_000)
+	if at3, _ := q.NextAt(); at3 != 2000 {
+		t.Fatalf("after an oversized refund next at %d, want now (2000)", at3)
+	}
+	released := 0
+	for {
+		if _, ok := q.Next(2000); !ok {
+			break
+		}
+		released++
+	}
+	if released > 2 {
+		t.Fatalf("%d pulls back to back after a refund, want <= MaxBurst 2", released)
+	}
+	if got := q.Stats().RefundedBytes; got != 1_007_738 {
+		t.Fatalf("RefundedBytes %d", got)
+	}
+	// An empty queue ignores refunds.
+	e, _ := NewPullQueue(QueueConfig{LinkRate: 10e9, PullBytes: 9038})
+	e.Refund(0, 5000)
+	if e.Stats().RefundedBytes != 0 {
+		t.Fatal("empty queue took a refund")
+	}
+}
+
+func TestRefundKeepsLinkBusyWithShortPackets(t *testing.T) {
+	// Pulls elicit 1,538-byte packets while the queue spaces them for 9,038 bytes: with
+	// refunds the release rate matches the link for the real packet size.
+	q, _ := NewPullQueue(QueueConfig{LinkRate: 10e9, PullBytes: 9038})
+	q.Add(1, 1000)
+	now := ndp.Time(0)
+	released := 0
+	for now < 1_000_000 {
+		if _, ok := q.Next(now); ok {
+			released++
+			q.Refund(now, 9038-1538)
+			continue
+		}
+		at, _ := q.NextAt()
+		now = max(at, now+1)
+	}
+	// 1 ms of 1,538-byte packets at 10 Gb/s is 812 packets; without refunds 138.
+	if released < 780 || released > 830 {
+		t.Fatalf("released %d pulls in 1 ms, want about 812", released)
+	}
+}
