@@ -66,7 +66,7 @@ type common struct {
 	link, size              string
 	mtu, queue, iw, paths   int
 	delay, rto              time.Duration
-	gamma                   float64
+	gamma, phantom          float64
 	loss, dup, reorder, bad float64
 	headerQueue             int
 	noRTS                   bool
@@ -86,6 +86,7 @@ func (c *common) register(fs *flag.FlagSet, defSize string) {
 	fs.DurationVar(&c.delay, "delay", time.Microsecond, "propagation delay of each link")
 	fs.DurationVar(&c.rto, "rto", 0, "retransmission timeout (0: endpoint default)")
 	fs.Float64Var(&c.gamma, "gamma", 1.0, "pull pacing as a fraction of the link rate (HULL headroom)")
+	fs.Float64Var(&c.phantom, "phantom", 0, "HULL phantom queue on every switch port draining at this fraction of the link rate, marking CE above 3 KB (0: off)")
 	fs.Float64Var(&c.loss, "loss", 0, "per-frame loss probability on every link")
 	fs.Float64Var(&c.dup, "dup", 0, "per-frame duplication probability on every link")
 	fs.Float64Var(&c.reorder, "reorder", 0, "per-frame reordering probability on every link")
@@ -108,7 +109,7 @@ func (c *common) star() (sim.StarConfig, int64, error) {
 		LinkDelay: ndp.Time(c.delay),
 		Endpoint:  ndp.Config{MTU: c.mtu, IW: c.iw, Paths: c.paths, RTO: c.rto},
 		Pulls:     pullpacer.QueueConfig{Gamma: c.gamma},
-		Fabric:    fabric.Config{DataQueue: c.queue, HeaderQueueBytes: c.headerQueue, NoReturnToSender: c.noRTS},
+		Fabric:    fabric.Config{DataQueue: c.queue, HeaderQueueBytes: c.headerQueue, NoReturnToSender: c.noRTS, PhantomRate: c.phantom * rate},
 		Faults:    sim.Faults{Loss: c.loss, Duplicate: c.dup, Reorder: c.reorder, Corrupt: c.bad},
 		Seed:      c.seed,
 	}
@@ -168,7 +169,7 @@ func report(r sim.Result, asJSON bool) error {
 		fmt.Fprintf(tw, "first / median flow\t%.1f us / %.1f us\n", r.FirstFCTus, r.MedianFCTus)
 		fmt.Fprintf(tw, "goodput\t%.2f Gb/s\n", r.GoodputGbps)
 		fmt.Fprintf(tw, "bytes verified\t%v\n", r.BytesVerified)
-		fmt.Fprintf(tw, "switch\ttrimmed %d, bounced %d, dropped %d\n", r.Trimmed, r.Bounced, r.SwitchDrops)
+		fmt.Fprintf(tw, "switch\ttrimmed %d, bounced %d, dropped %d, deepest data queue %d, phantom CE marks %d\n", r.Trimmed, r.Bounced, r.SwitchDrops, r.MaxQueue, r.PhantomMarks)
 		fmt.Fprintf(tw, "endpoints\tnacks %d, retransmits %d, RTOs %d, bad frames %d\n", r.Nacks, r.Retransmits, r.RTOs, r.FrameErrors)
 		fmt.Fprintf(tw, "faults injected\tlost %d, duplicated %d, reordered %d, corrupted %d\n", r.Lost, r.Duplicated, r.Reordered, r.Corrupted)
 		if r.FirstError != "" {

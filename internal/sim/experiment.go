@@ -46,6 +46,10 @@ type Result struct {
 	Trimmed     uint64 `json:"trimmed"`
 	Bounced     uint64 `json:"bounced"`
 	SwitchDrops uint64 `json:"switch_drops"`
+	// PhantomMarks counts frames the HULL phantom queues marked CE (0 when disabled).
+	PhantomMarks uint64 `json:"phantom_marks"`
+	// MaxQueue is the deepest data queue any switch port reached, in packets.
+	MaxQueue int `json:"max_queue"`
 	// Endpoint counters, summed over hosts.
 	Nacks       uint64 `json:"nacks"`
 	Retransmits uint64 `json:"retransmits"`

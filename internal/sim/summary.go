@@ -63,6 +63,8 @@ func summarize(st *Star, w *Workload) Result {
 		r.Trimmed += ps.Trimmed
 		r.Bounced += ps.Bounced
 		r.SwitchDrops += ps.Dropped
+		r.PhantomMarks += ps.PhantomMarks
+		r.MaxQueue = max(r.MaxQueue, ps.MaxDataDepth)
 	}
 	for i, h := range st.Hosts {
 		es := h.EP.Stats()
