@@ -41,7 +41,8 @@
 //     Completions.Produce then pool.CompleteTX(app, produced frames). After
 //     each batch, end.Notifier.Notify() (one atomic load; a syscall only if
 //     the application sleeps). With nothing to do it sleeps with
-//     end.Waiter.Wait(pending, timeout).
+//     end.Waiter.Wait(pending, timeout), or, serving many applications, puts
+//     every end's Waiter (and its XSK descriptor) in one WaitSet.
 //  4. When the control connection closes (the application died, even by
 //     SIGKILL): region.Close() and pool.Reclaim(app). Lent RX frames go back
 //     to the free list at once; frames the daemon still has in flight come

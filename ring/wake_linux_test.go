@@ -256,3 +256,81 @@ func countFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestWaitSetManyRegions puts three regions' daemon Waiters and an extra
+// descriptor in one WaitSet: a notify from any application, or the extra
+// descriptor becoming readable, wakes it; pending work skips the sleep.
+func TestWaitSetManyRegions(t *testing.T) {
+	var des []*DaemonEnd
+	var aes []*AppEnd
+	var set WaitSet
+	for i := 0; i < 3; i++ {
+		de, ae, _, _ := pairInProcess(t, RegionConfig{Sockets: 1, SocketSlots: 4})
+		des, aes = append(des, de), append(aes, ae)
+		set.Add(de.Waiter)
+	}
+	extra, err := newEventfd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(extra)
+	set.AddFD(extra)
+	pending := func() bool {
+		for _, de := range des {
+			if de.Cmd.Pending() {
+				return true
+			}
+		}
+		return false
+	}
+	var d [1]Desc
+	// Work already there: no sleep, flags lowered again.
+	aes[1].Cmd.Produce(d[:])
+	if err := set.Wait(pending, -1); err != nil {
+		t.Fatal(err)
+	}
+	for i, de := range des {
+		if atomic.LoadUint32(de.Waiter.flag) != 0 {
+			t.Fatalf("region %d flag left raised", i)
+		}
+	}
+	des[1].Cmd.Consume(d[:])
+	// Each application in turn wakes the sleeping set.
+	for i := range aes {
+		done := make(chan error)
+		go func() { done <- set.Wait(pending, -1) }()
+		// Wait until the set is asleep (its flags are up), then notify.
+		for atomic.LoadUint32(des[i].Waiter.flag) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		aes[i].Cmd.Produce(d[:])
+		if woke, err := aes[i].Notifier.Notify(); err != nil {
+			t.Fatal(err)
+		} else if !woke {
+			// The set saw the work in S2 before sleeping: also correct.
+			t.Logf("region %d: work seen before sleeping", i)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := des[i].Cmd.Consume(d[:]); n != 1 {
+			t.Fatalf("region %d: woke without its descriptor", i)
+		}
+	}
+	// The extra descriptor wakes it too.
+	done := make(chan error)
+	go func() { done <- set.Wait(pending, -1) }()
+	eventfdSignal(extra)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Remove, then a member's Shutdown makes Wait fail fast.
+	set.Remove(des[0].Waiter)
+	if set.Len() != 2 {
+		t.Fatalf("Len %d after Remove", set.Len())
+	}
+	des[2].Waiter.closed.Store(true)
+	if err := set.Wait(pending, -1); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Wait with a shut-down member: %v", err)
+	}
+}
