@@ -348,13 +348,18 @@ func ringPhase(phase string, o ringOpts) (float64, []int64, error) {
 		rate = float64(o.n) / time.Since(start).Seconds()
 	case "ring-lat":
 		lat = make([]int64, 0, o.samples)
-		for len(lat) < o.samples {
+		for empty := 0; len(lat) < o.samples; {
 			n, err := rx.Consume(batch[:1])
 			if err != nil {
 				return 0, nil, err
 			}
 			if n == 1 {
 				lat = append(lat, monoNow()-int64(batch[0].Aux))
+				continue
+			}
+			// A dead child must not leave us spinning forever.
+			if empty++; empty&(1<<20-1) == 0 && time.Now().After(deadline) {
+				return 0, nil, errors.New("ring-lat: timeout (child gone?)")
 			}
 		}
 	}
@@ -380,7 +385,11 @@ func ringPhaseWake(o ringOpts, wakeups *uint64) (float64, []int64, error) {
 	rx := end.Sockets[0].TX
 	batch := make([]ring.Desc, 1)
 	lat := make([]int64, 0, o.samples)
+	deadline := time.Now().Add(5 * time.Minute)
 	for len(lat) < o.samples {
+		if time.Now().After(deadline) {
+			return 0, nil, errors.New("ring-wake: timeout (child gone?)")
+		}
 		n, err := rx.Consume(batch)
 		if err != nil {
 			return 0, nil, err
