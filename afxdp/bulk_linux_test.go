@@ -218,6 +218,13 @@ func TestUMEMSharedMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
+	// The memfd is sealed: another process can neither shrink nor grow it.
+	if err := unix.Ftruncate(fd, 4096); err == nil {
+		t.Fatal("the UMEM memfd could be shrunk by a process it is shared with")
+	}
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&(unix.F_SEAL_SHRINK|unix.F_SEAL_GROW) != unix.F_SEAL_SHRINK|unix.F_SEAL_GROW {
+		t.Fatalf("UMEM memfd seals = %#x, %v", seals, err)
+	}
 	other, err := unix.Mmap(fd, 0, pb.UMEM().Size(), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)

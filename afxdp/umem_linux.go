@@ -26,7 +26,7 @@ type UMEM struct {
 }
 
 func newUMEM(numFrames, frameSize, headroom int) (*UMEM, error) {
-	fd, err := unix.MemfdCreate("ndpstack-umem", unix.MFD_CLOEXEC)
+	fd, err := unix.MemfdCreate("ndpstack-umem", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
 		return nil, &SyscallError{Op: "memfd_create", Queue: -1, Err: err}
 	}
@@ -34,6 +34,13 @@ func newUMEM(numFrames, frameSize, headroom int) (*UMEM, error) {
 	if err := unix.Ftruncate(fd, int64(size)); err != nil {
 		unix.Close(fd)
 		return nil, &SyscallError{Op: "ftruncate UMEM memfd", Queue: -1, Err: err}
+	}
+	// Seal the size: a process the memfd is shared with can then neither shrink it
+	// (which would SIGBUS this one on its next access) nor grow it. Applications
+	// refuse to map an unsealed buffer memfd (package ring, CheckSealed).
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		unix.Close(fd)
+		return nil, &SyscallError{Op: "seal UMEM memfd", Queue: -1, Err: err}
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
