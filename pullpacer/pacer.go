@@ -22,6 +22,7 @@ const (
 	OpProgress               // Progress(Handle, N bytes received so far)
 	OpDrop                   // Drop(Handle): the receiver saw LAST
 	OpRemove                 // Remove(Handle): connection closed
+	OpRefund                 // Refund(pacer's now, N wire bytes pulled packets came back short)
 )
 
 // Request is one instruction from the core loop to the pacing thread.
@@ -29,7 +30,7 @@ type Request struct {
 	Op       Op
 	Priority uint8
 	Handle   ndp.Handle
-	N        int64    // OpAdd: pulls owed; OpProgress: bytes received so far
+	N        int64    // OpAdd: pulls owed; OpProgress: bytes received so far; OpRefund: bytes
 	Size     int64    // OpSetFlow
 	Deadline ndp.Time // OpSetFlow, on the pacer's clock (PacerConfig.Clock)
 }
@@ -169,8 +170,8 @@ type Pacer struct {
 
 // queueStatsMirror holds copies of the queue counters that other goroutines may read.
 type queueStatsMirror struct {
-	added, released, dropped, rejected, quenched, late, reallocs atomic.Uint64
-	conns, pending                                               atomic.Int64
+	added, released, dropped, rejected, quenched, late, reallocs, refunded atomic.Uint64
+	conns, pending                                                         atomic.Int64
 }
 
 // NewPacer validates cfg, creates the queue and the rings, and starts the pacing
@@ -323,6 +324,7 @@ func (p *Pacer) Stats() PacerStats {
 			Quenched:      p.qs.quenched.Load(),
 			LateSlots:     p.qs.late.Load(),
 			Reallocations: p.qs.reallocs.Load(),
+			RefundedBytes: p.qs.refunded.Load(),
 			Conns:         int(p.qs.conns.Load()),
 			Pending:       p.qs.pending.Load(),
 		},
@@ -464,6 +466,12 @@ func (p *Pacer) applyRequests(now ndp.Time) {
 			q.Drop(r.Handle)
 		case OpRemove:
 			q.Remove(r.Handle)
+		case OpRefund:
+			if r.N > 0 && r.N <= 1<<31 {
+				q.Refund(now, int(r.N))
+			} else {
+				q.stats.Rejected++
+			}
 		default:
 			bad++
 		}
@@ -518,6 +526,7 @@ func (p *Pacer) publishQueueStats() {
 	p.qs.quenched.Store(s.Quenched)
 	p.qs.late.Store(s.LateSlots)
 	p.qs.reallocs.Store(s.Reallocations)
+	p.qs.refunded.Store(s.RefundedBytes)
 	p.qs.conns.Store(int64(s.Conns))
 	p.qs.pending.Store(s.Pending)
 }

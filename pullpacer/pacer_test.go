@@ -194,3 +194,21 @@ func TestPacerCloseWhileSleeping(t *testing.T) {
 	p.Close()
 	checkNoLeak(t, base)
 }
+
+func TestPacerRefundRequest(t *testing.T) {
+	// 1 Mb/s, 1500-byte pulls: 12 ms apart. A refund of 1400 bytes (11.2 ms) makes the
+	// second pull due at once instead of 12 ms later; Refund is the queue's, this only
+	// checks that the request reaches it.
+	p := newTestPacer(t, PacerConfig{Queue: QueueConfig{LinkRate: 1e6, PullBytes: 1500}})
+	p.Enqueue([]Request{{Op: OpAdd, Handle: 1, N: 3}})
+	first := collect(t, p, 1)
+	p.Enqueue([]Request{{Op: OpRefund, N: 1400}, {Op: OpRefund, N: -1}})
+	second := collect(t, p, 1)
+	if gap := second[0].At - first[0].At; gap >= ndp.Time(12*time.Millisecond) {
+		t.Fatalf("second pull %v after the first: refund not applied", time.Duration(gap))
+	}
+	waitFor(t, "stats", func() bool {
+		s := p.Stats().Queue
+		return s.RefundedBytes == 1400 && s.Rejected == 1
+	})
+}
