@@ -12,6 +12,7 @@
 //	hints (Priority, Size, Deadline)  --SetFlow(h, f, now)-> class / D3 deadline flow
 //	bytes delivered so far            --Progress(h, n)-----> D3 remaining size
 //	connection gone                   --Remove(h)
+//	pulled packets came back short    --Refund(now, bytes)-> next release moves earlier
 //	Next(now) -> h, true   when a pull is due: the caller sends a PULL for h
 //	NextAt()  -> t         when to call Next again
 //	PollQuenched() -> h    D3 says h cannot make its deadline: fail it fast
