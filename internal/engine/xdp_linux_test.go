@@ -87,10 +87,7 @@ func TestXDPEchoNewConnPerRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	echoServer(t, l)
-	n := 10000
-	if raceEnabled {
-		n = 2000 // -race makes each RPC ~10x slower; 10,000 without it
-	}
+	const n = 10000
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		req := []byte(fmt.Sprintf("rpc %d", i))
@@ -112,10 +109,7 @@ func TestXDPEchoNewConnPerRPC(t *testing.T) {
 
 func TestXDPTransfer100MB(t *testing.T) {
 	v := newVethPair(t, PollAdaptive)
-	size := 100 << 20
-	if raceEnabled {
-		size = 20 << 20
-	}
+	const size = 100 << 20
 	l, err := v.b.Listen(9, 0)
 	if err != nil {
 		t.Fatal(err)
