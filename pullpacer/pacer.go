@@ -124,7 +124,7 @@ type PacerStats struct {
 	Parks         uint64 // times the thread parked with an empty queue
 	TimedSleeps   uint64 // times it slept before a far-away release
 	Wakes         uint64 // wakeups issued by Enqueue to a parked thread
-	ReleaseStalls uint64 // rounds a due pull waited because the release ring was full
+	ReleaseStalls uint64 // times the release ring was found full (due pulls wait; counted once per episode)
 	RequestsFull  uint64 // requests refused by Enqueue because the request ring was full
 	Queue         QueueStats
 }
@@ -383,6 +383,7 @@ func (p *Pacer) run(ready chan<- error) {
 	sleepAbove := ndp.Time(p.cfg.SleepThreshold)
 	emptySince := ndp.Time(-1)
 	outRoom := 0
+	ringFull := false
 	rounds := 0
 	for !p.stop.Load() {
 		now := p.clock()
@@ -392,9 +393,13 @@ func (p *Pacer) run(ready chan<- error) {
 		for {
 			if outRoom == 0 {
 				if outRoom = p.out.free(); outRoom == 0 {
-					p.stalls.Add(1)
+					if !ringFull {
+						ringFull = true // count each full episode once
+						p.stalls.Add(1)
+					}
 					break
 				}
+				ringFull = false
 			}
 			if h, ok := q.PollQuenched(); ok {
 				p.out.push(Release{Kind: ReleaseQuench, Handle: h, At: now})
@@ -430,10 +435,10 @@ func (p *Pacer) run(ready chan<- error) {
 			p.sleep(time.Duration(at - now - sleepAbove/2))
 		default:
 			emptySince = -1
-			// Spin on the clock alone until the release is due: requests cannot make
-			// it due earlier (new pulls queue behind it), so the tight loop keeps the
-			// release within one clock read (~25ns) of its slot. Bounded so requests
-			// and Close are still seen at least every maxSpinChunk.
+			// Spin on the clock alone until the release is due, so it leaves within
+			// one clock read (~25ns) of its slot. Only a Refund can make it due
+			// earlier, and that may wait until this spin ends (at most one interval or
+			// maxSpinChunk); requests and Close are seen at least every maxSpinChunk.
 			until := min(at, now+maxSpinChunk)
 			for p.clock() < until {
 			}
