@@ -85,7 +85,8 @@ func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan s
 				spinStart = now
 			}
 			if now.Sub(spinStart) < c.cfg.SpinFor {
-				runtime.Gosched()
+				runtime.Gosched() // other goroutines of this process
+				yieldCPU()        // other threads (the daemon) on this CPU
 				continue
 			}
 		}

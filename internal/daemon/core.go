@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -25,11 +24,11 @@ type Config struct {
 	// see ring.RegionConfig. Default Sockets is 64 (32 dial + 32 accept slots).
 	Region ring.RegionConfig
 	// SpinFor is how long the core keeps polling after its last useful work
-	// before it sleeps (adaptive polling). Zero = automatic: 50us on a
-	// machine with at least 4 CPUs, no spinning below that (on 2 vCPUs a
-	// daemon pair and its applications are more busy threads than cores,
-	// and spinning only delays the thread that has work: measured in
-	// docs/BENCHMARKS.md). Negative = never spin.
+	// before it sleeps (adaptive polling). Between idle polls it yields the
+	// CPU (sched_yield), so on a machine with more busy threads than cores
+	// (2 vCPUs running two daemons and their applications) the spin does
+	// not take the CPU from the thread that has work: measured in
+	// docs/BENCHMARKS.md. Default 50us; negative = never spin.
 	SpinFor time.Duration
 	// MaxSleep bounds one sleep. Default 10ms.
 	MaxSleep time.Duration
@@ -55,10 +54,7 @@ func (c *Config) populate() {
 		c.Region.Sockets = 64
 	}
 	if c.SpinFor == 0 {
-		c.SpinFor = -1
-		if runtime.NumCPU() >= 4 {
-			c.SpinFor = 50 * time.Microsecond
-		}
+		c.SpinFor = 50 * time.Microsecond
 	}
 	if c.MaxSleep == 0 {
 		c.MaxSleep = 10 * time.Millisecond
@@ -445,6 +441,9 @@ func (c *Core) Run() error {
 			continue
 		}
 		if c.cfg.SpinFor > 0 && now.Sub(lastWork) < c.cfg.SpinFor {
+			// Spin politely: give the CPU to any runnable thread (an
+			// application, the peer daemon, a softirq) before polling again.
+			yieldCPU()
 			continue
 		}
 		c.stats.Sleeps++

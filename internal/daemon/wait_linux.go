@@ -135,3 +135,6 @@ func dupAttachment(a ring.Attachment) (ring.Attachment, error) {
 	}
 	return out, nil
 }
+
+// yieldCPU gives the CPU to another runnable thread, if any (sched_yield).
+func yieldCPU() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
