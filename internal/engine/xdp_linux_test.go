@@ -180,6 +180,12 @@ func TestXDPTransfer100MB(t *testing.T) {
 		t.Fatalf("received %d bytes, sha256 match %v", r.n, bytes.Equal(r.sum[:], h.Sum(nil)))
 	}
 	t.Logf("%d MB in %v = %.0f Mb/s; sender %+v", size>>20, d, float64(size*8)/d.Seconds()/1e6, v.a.Stats().Endpoint)
+	for _, s := range []*Stack{v.a, v.b} {
+		if xl, ok := s.link.(*XDPLink); ok {
+			qs, _ := xl.Port().Stats()
+			t.Logf("AF_XDP %s: %+v", xl.Name(), qs)
+		}
+	}
 }
 
 func TestXDPConcurrentConns(t *testing.T) {
