@@ -72,9 +72,9 @@ type Config struct {
 	// SocketsPerApp bounds one application's open sockets (half dial, half
 	// accept). Default 64.
 	SocketsPerApp int `json:"sockets_per_app"`
-	// Spin is the core's adaptive-polling spin before sleeping. "0s"
-	// (default) = automatic: 50us with at least 4 CPUs, none below; "-1ns"
-	// = never spin.
+	// Spin is the core's adaptive-polling spin before sleeping (it yields
+	// the CPU between idle polls). "0s" = the default, 50us; "-1ns" = never
+	// spin.
 	Spin Duration `json:"spin"`
 	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
 	DrainTimeout Duration `json:"drain_timeout"`

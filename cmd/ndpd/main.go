@@ -139,7 +139,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&f.SocketGroup, "socket-group", 0, "gid owning the control socket (0 = keep)")
 	fs.Var((*uintList)(&f.AllowUIDs), "allow-uids", "uids allowed to attach, comma-separated")
 	fs.Var((*uintList)(&f.AllowGIDs), "allow-gids", "gids allowed to attach, comma-separated")
-	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping (default 0 = auto: 50us with >= 4 CPUs, none below)")
+	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping, yielding the CPU between polls (default 50us; -1ns = never)")
 	fs.Var(&f.DrainTimeout, "drain-timeout", "graceful drain bound on SIGTERM (default 5s)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "", "json or console")
