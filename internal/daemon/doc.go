@@ -100,8 +100,8 @@
 //
 // # Waiting and sleeping
 //
-// The core polls adaptively: it spins (Config.SpinFor; automatic: none
-// below 4 CPUs) after its last useful work, then sleeps on every region's
+// The core polls adaptively: it spins (Config.SpinFor, 50us, yielding the
+// CPU between idle polls) after its last useful work, then sleeps on every region's
 // WakeDaemon eventfd at once plus a doorbell for control requests and the
 // transport's descriptor, bounded by the transport's next timer
 // (wait_linux.go). The application has no poller goroutine: a goroutine
