@@ -46,16 +46,18 @@ type Client struct {
 	layout ring.Layout
 	local  netip.Addr
 
-	mu         sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
-	frames     *ring.FrameStack
-	dialFree   []int
-	cookie     uint64
-	relPending []ring.Desc
-	waiters    map[uint64]*pendingReply
-	listeners  map[uint16]*ClientListener
-	socks      []*ClientSock // by slot; set under mu
-	slotQ      [][]ring.Desc // per-slot RX queue storage, reused by each socket of the slot
-	dead       bool          // Close unmapped everything (guarded by mu and pollMu)
+	mu          sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
+	frames      *ring.FrameStack
+	dialFree    []int
+	cookie      uint64
+	relPending  []ring.Desc
+	waiters     map[uint64]*pendingReply
+	listeners   map[uint16]*ClientListener
+	socks       []*ClientSock // by slot; set under mu
+	slotQ       [][]ring.Desc // per-slot RX queue storage, reused by each socket of the slot
+	inflight    []int32       // per slot: TX frames not yet completed
+	maxInflight int32         // per-socket cap (a blocked socket must not hold the whole partition)
+	dead        bool          // Close unmapped everything (guarded by mu and pollMu)
 
 	pollMu    sync.Mutex // consumers (events, completions, RX) and their dispatch
 	sleeping  atomic.Bool
@@ -157,6 +159,8 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 	for i := DialSlots(l.Sockets) - 1; i >= 0; i-- {
 		c.dialFree = append(c.dialFree, i)
 	}
+	c.inflight = make([]int32, l.Sockets)
+	c.maxInflight = int32(max(l.Part.Count/8, 4))
 	c.slotQ = make([][]ring.Desc, l.Sockets)
 	for i := range c.slotQ {
 		c.slotQ[i] = make([]ring.Desc, end.Sockets[i].RX.Spec().Slots)
@@ -348,6 +352,11 @@ func (c *Client) pollOnce() bool {
 	if n, err := c.end.Completions.Consume(c.complBuf[:]); n > 0 {
 		c.mu.Lock()
 		c.frames.PushDescs(c.complBuf[:n])
+		for i := 0; i < n; i++ {
+			if slot := c.complBuf[i].Conn; int(slot) < len(c.inflight) && c.inflight[slot] > 0 {
+				c.inflight[slot]--
+			}
+		}
 		c.mu.Unlock()
 		select {
 		case c.framesAvail <- struct{}{}:

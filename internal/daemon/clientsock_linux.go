@@ -226,8 +226,9 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 			c.mu.Unlock()
 			return total, ErrProtocol
 		}
-		want := min((len(p)+fs-1)/fs, free, len(frames))
+		want := min((len(p)+fs-1)/fs, free, len(frames), int(c.maxInflight-min(c.inflight[s.slot], c.maxInflight)))
 		got := c.frames.Pop(frames[:want])
+		c.inflight[s.slot] += int32(got)
 		for i := 0; i < got; i++ {
 			k := copy(c.buf.Frame(frames[i]), p)
 			ds[i] = ring.Desc{Frame: frames[i], Len: uint16(k), Conn: uint32(s.slot), Op: ring.OpData}
@@ -243,7 +244,7 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 		}
 		c.mu.Unlock()
 		if got == 0 {
-			if err := c.waitFor(c.framesFree, c.framesAvail, s.closeCh, deadline, cancel); err != nil {
+			if err := c.waitFor(s.canSend, c.framesAvail, s.closeCh, deadline, cancel); err != nil {
 				return total, err
 			}
 		}
@@ -251,11 +252,13 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 	return total, nil
 }
 
-// framesFree reports whether the partition has a free frame (spin check).
-func (c *Client) framesFree() bool {
+// canSend reports whether a Write could take a frame now: the partition
+// has one and this socket is under its in-flight cap.
+func (s *ClientSock) canSend() bool {
+	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.frames.Len() > 0
+	return c.frames.Len() > 0 && c.inflight[s.slot] < c.maxInflight
 }
 
 // CloseWrite sends FIN after the data written so far.

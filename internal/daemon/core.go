@@ -35,6 +35,14 @@ type Config struct {
 	// DrainTimeout bounds the graceful drain (Drain): open connections get
 	// this long to finish before the core stops anyway. Default 5s.
 	DrainTimeout time.Duration
+	// MaxLentPerApp bounds the daemon (RX) frames one application may hold
+	// unreleased, so a slow or stuck reader cannot starve the others: past
+	// it, its received bytes wait in the transport (flow control). Default
+	// a quarter of the daemon partition.
+	MaxLentPerApp uint32
+	// MaxListensPerApp bounds the ports one application listens on.
+	// Default 64.
+	MaxListensPerApp int
 	// LocalAddr is the transport's IPv4 address, told to every attaching
 	// application (informational; the zero value is reported as unknown).
 	LocalAddr netip.Addr
@@ -61,6 +69,9 @@ func (c *Config) populate() {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 5 * time.Second
+	}
+	if c.MaxListensPerApp == 0 {
+		c.MaxListensPerApp = 64
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -140,6 +151,9 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 		return nil, err
 	}
 	pc := pool.Config()
+	if cfg.MaxLentPerApp == 0 {
+		cfg.MaxLentPerApp = max(pc.DaemonFrames/4, 1)
+	}
 	buf, err := ring.NewBufferArea(pc.Frames, pc.FrameSize)
 	if err != nil {
 		return nil, err
@@ -336,13 +350,14 @@ func (c *Core) reclaim(s *session, why string) {
 		}
 		if so.headChecked {
 			s.completed = append(s.completed, so.headFrame)
+			s.complSlot = append(s.complSlot, uint32(slot))
 		}
 	}
 	// Frames the daemon held in flight go back to the partition (the app is
 	// gone, nobody reads the completion ring).
 	if len(s.completed) > 0 {
 		c.pool.CompleteTX(s.app, s.completed)
-		s.completed = s.completed[:0]
+		s.completed, s.complSlot = s.completed[:0], s.complSlot[:0]
 	}
 	for _, port := range append([]uint16(nil), s.ports...) {
 		c.unlisten(s, port)

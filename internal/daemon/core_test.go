@@ -460,3 +460,65 @@ func TestDrainLetsConnectionsFinish(t *testing.T) {
 		t.Fatal("read after drain succeeded")
 	}
 }
+
+// TestLentCapKeepsOthersServed: an application that never reads holds at
+// most MaxLentPerApp daemon frames; another application's transfers still
+// complete.
+func TestLentCapKeepsOthersServed(t *testing.T) {
+	cfg := smallConfig()
+	cfg.MaxLentPerApp = 64
+	h := startHarness(t, cfg, ServerConfig{})
+	srvApp, slow, fast := h.attach(), h.attach(), h.attach()
+	l, err := srvApp.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // push 2 MiB at every connection
+		for {
+			s, err := l.Accept(time.Time{}, nil)
+			if err != nil {
+				return
+			}
+			go func() {
+				s.Write(payload(2<<20, 5), time.Now().Add(20*time.Second), nil)
+				s.CloseWrite()
+				readAll(s, time.Now().Add(20*time.Second))
+				s.Close()
+			}()
+		}
+	}()
+	// The slow app dials and never reads.
+	for i := 0; i < 4; i++ {
+		s, err := slow.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Write([]byte("x"), time.Time{}, nil)
+	}
+	waitFor(t, "slow app at its cap", 10*time.Second, func() (bool, string) {
+		snap, _ := h.core.Status()
+		for _, a := range snap.Apps {
+			if a.Counters.RXLentCap > 0 {
+				return a.Lent == 64, fmt.Sprintf("%+v", a)
+			}
+		}
+		return false, fmt.Sprintf("%+v", snap.Pool)
+	})
+	// The fast app still gets its 2 MiB.
+	s, err := fast.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.CloseWrite()
+	got, err := readAll(s, time.Now().Add(20*time.Second))
+	if err != nil || len(got) != 2<<20 {
+		t.Fatalf("fast app: %v, %d bytes", err, len(got))
+	}
+	s.Close()
+	snap, _ := h.core.Status()
+	for _, a := range snap.Apps {
+		if a.Lent > 64 {
+			t.Fatalf("app %d holds %d frames, cap 64", a.App, a.Lent)
+		}
+	}
+}

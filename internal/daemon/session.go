@@ -51,7 +51,8 @@ type SessionCounters struct {
 	TXRejected     uint64 // TX descriptors the pool refused (bounds or ownership)
 	TXBytes        uint64 // bytes handed to the transport
 	RXBytes        uint64 // bytes delivered on RX rings
-	AcceptsDropped uint64 // inbound connections aborted: no free accept slot
+	AcceptsDropped uint64 // inbound connections aborted: too many waiting for a slot
+	RXLentCap      uint64 // RX deliveries deferred: the app holds MaxLentPerApp frames
 }
 
 // session is one attached application: its region, the daemon end of its
@@ -73,6 +74,8 @@ type session struct {
 
 	backlog   []ring.Desc // events waiting for room on the event ring
 	completed []uint32    // frames to hand back on the completion ring (one batch)
+	complSlot []uint32    // the slot each completed frame was sent on
+	lent      uint32      // daemon frames this app holds (RX rings or its hands)
 	counters  SessionCounters
 	attached  time.Time
 	produced  bool   // something was produced for the app this iteration (notify it)
@@ -89,6 +92,7 @@ func newSession(app ring.AppID, region *ring.Region, end *ring.DaemonEnd, peer P
 		backlog:   make([]ring.Desc, 0, n+256),
 		acceptQ:   make([]TransportEvent, 0, maxAcceptQ),
 		completed: make([]uint32, 0, 256),
+		complSlot: make([]uint32, 0, 256),
 		attached:  now,
 	}
 	for i := n - 1; i >= s.dialSlots; i-- {
@@ -228,6 +232,9 @@ func (c *Core) listen(s *session, port uint16) Status {
 	if c.draining {
 		return StatusDraining
 	}
+	if len(s.ports) >= c.cfg.MaxListensPerApp {
+		return StatusTooManyConns
+	}
 	if _, taken := c.listeners[port]; taken {
 		return StatusPortInUse
 	}
@@ -307,6 +314,7 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 				if err == nil {
 					// A non-data descriptor on a TX ring: give the frame back.
 					s.completed = append(s.completed, d.Frame)
+					s.complSlot = append(s.complSlot, uint32(slot))
 				}
 				s.counters.TXRejected++
 				done++
@@ -332,6 +340,7 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 			}
 		}
 		s.completed = append(s.completed, so.headFrame)
+		s.complSlot = append(s.complSlot, uint32(slot))
 		so.headChecked = false
 		done++
 		if len(s.completed) == cap(s.completed) {
@@ -348,7 +357,7 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 // app broke the ring; what does not fit is kept for the next iteration.
 func (c *Core) flushCompletions(s *session) {
 	for i, f := range s.completed {
-		c.complBuf[i] = ring.Desc{Frame: f, Op: ring.OpData}
+		c.complBuf[i] = ring.Desc{Frame: f, Conn: s.complSlot[i], Op: ring.OpData}
 	}
 	n, err := s.end.Completions.Produce(c.complBuf[:len(s.completed)])
 	if err != nil {
@@ -360,6 +369,7 @@ func (c *Core) flushCompletions(s *session) {
 		s.produced = true
 	}
 	s.completed = s.completed[:copy(s.completed, s.completed[n:])]
+	s.complSlot = s.complSlot[:copy(s.complSlot, s.complSlot[n:])]
 }
 
 // finishClose ends a slot the app closed or aborted: the transport gets the
@@ -437,8 +447,11 @@ func (c *Core) rxSlot(s *session, slot int, so *socket) bool {
 		c.killSession(s, err)
 		return true
 	}
-	free = min(free, len(c.rxFrames))
+	free = min(free, len(c.rxFrames), int(c.cfg.MaxLentPerApp-min(s.lent, c.cfg.MaxLentPerApp)))
 	if free == 0 {
+		if s.lent >= c.cfg.MaxLentPerApp {
+			s.counters.RXLentCap++
+		}
 		return false
 	}
 	got := c.pool.Alloc(c.rxFrames[:free])
@@ -470,7 +483,8 @@ func (c *Core) rxSlot(s *session, slot int, so *socket) bool {
 	}
 	if k > 0 {
 		n, _ := rx.Produce(c.rxBuf[:k]) // cannot be short: k <= Free()
-		c.pool.Lend(s.app, c.rxFrames[:n])
+		lent, _ := c.pool.Lend(s.app, c.rxFrames[:n])
+		s.lent += uint32(lent)
 		s.produced = true
 	}
 	if k < got {
@@ -487,7 +501,7 @@ func (c *Core) pollReleases(s *session) bool {
 		return true
 	}
 	if n > 0 {
-		c.pool.AcceptReleased(s.app, c.relBuf[:n])
+		s.lent -= uint32(c.pool.AcceptReleased(s.app, c.relBuf[:n]))
 	}
 	return n > 0
 }

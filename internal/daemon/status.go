@@ -42,6 +42,7 @@ type AppStatus struct {
 	Attached    time.Time       `json:"attached"`
 	OpenSockets int             `json:"open_sockets"`
 	HeldAccepts int             `json:"held_accepts"` // accepted, waiting for a free slot
+	Lent        uint32          `json:"lent"`         // daemon frames it holds (RX)
 	Listening   []uint16        `json:"listening"`
 	Counters    SessionCounters `json:"counters"`
 }
@@ -75,7 +76,7 @@ func (c *Core) status(now time.Time) Snapshot {
 			}
 		}
 		snap.Apps = append(snap.Apps, AppStatus{
-			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open, HeldAccepts: len(s.acceptQ),
+			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open, HeldAccepts: len(s.acceptQ), Lent: s.lent,
 			Listening: append([]uint16(nil), s.ports...), Counters: s.counters,
 		})
 	}

@@ -56,7 +56,11 @@ func (c *Core) pending() bool {
 			if (!so.blocked || so.state != sockBound) && s.end.Sockets[slot].TX.Pending() {
 				return true
 			}
-			if (so.readable || so.endDue || so.state == sockFreeing) && s.end.Sockets[slot].RX.HasSpace() {
+			// A readable socket is work only if a delivery could happen: room
+			// on its RX ring, frames in the pool, the app under its lent cap
+			// (otherwise a Release from an app wakes us).
+			canDeliver := so.readable && s.lent < c.cfg.MaxLentPerApp && c.pool.Stats().DaemonFree > 0
+			if (canDeliver || so.endDue || so.state == sockFreeing) && s.end.Sockets[slot].RX.HasSpace() {
 				return true
 			}
 		}
