@@ -56,7 +56,7 @@
 //	RX:    OpData       Frame lent from the daemon partition, Off/Len = payload
 //	       OpEnd        Aux=Status: end of the receive stream (StatusOK = EOF)
 //	       OpSlotFree   last descriptor of the slot's life
-//	completion: Frame of a TX descriptor the daemon is done with
+//	completion: Frame of a TX descriptor the daemon is done with, Conn = its slot
 //	release:    Frame of an RX descriptor the app has read
 //
 // Ordering across rings: Go's atomics are sequentially consistent, so a
@@ -96,7 +96,11 @@
 // buffer in the transport leaves the head TX descriptor in the ring until
 // TEWritable; a full RX ring or an empty daemon partition leaves the bytes
 // in the transport's receive buffer, whose flow control stops the pulls;
-// a full event ring stops the daemon reading that app's commands.
+// a full event ring stops the daemon reading that app's commands. Two caps
+// keep one stuck socket or app from starving the rest: an app holds at
+// most Config.MaxLentPerApp daemon frames (past it its bytes wait in the
+// transport), and a socket at most 1/8 of its app's partition in flight
+// (the client counts per slot; completions carry the slot).
 //
 // # Waiting and sleeping
 //
