@@ -22,14 +22,17 @@ type Link interface {
 	Receive(frames [][]byte) int
 	// ReleaseReceived gives back every frame of the last Receive.
 	ReleaseReceived()
-	// AllocTx fills bufs with up to len(bufs) empty transmit buffers (len 0,
-	// cap >= FrameCap) and returns how many. Fewer means backpressure (ring
-	// or pool full).
+	// AllocTx fills bufs with up to len(bufs) more empty transmit buffers
+	// (len 0, cap >= FrameCap) and returns how many. Buffers handed out
+	// since the last Transmit accumulate in order, so a caller can ask for
+	// a few and then for more. Fewer than asked means backpressure (ring or
+	// pool full).
 	AllocTx(bufs [][]byte) int
-	// Transmit sends frames, a prefix of the buffers of the last AllocTx in
-	// the same order, each sliced to its frame length. Buffers of that
-	// AllocTx beyond len(frames) go back to the link unused. The link
-	// accepts all of them (AllocTx only hands out what the ring can take).
+	// Transmit sends frames: a prefix, in order, of the buffers handed out
+	// since the last Transmit, each sliced to its frame length, in one
+	// batch (one kick at most). The rest of those buffers go back to the
+	// link unused. The link accepts all frames (AllocTx only hands out what
+	// the ring can take).
 	Transmit(frames [][]byte) error
 	// Wait blocks until frames may be ready to Receive, Wake is called, or
 	// timeout passes (negative: no timeout). Spurious returns are allowed.

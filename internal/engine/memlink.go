@@ -43,6 +43,7 @@ type MemLink struct {
 	peer *MemLink
 
 	txBufs  [][]byte // AllocTx buffers, reused
+	nalloc  int      // handed out since the last Transmit
 	pending int      // slots handed out by the last Receive
 
 	// Drop, when set before use, decides per transmitted frame whether the
@@ -124,15 +125,17 @@ func (l *MemLink) ReleaseReceived() {
 
 // AllocTx implements Link.
 func (l *MemLink) AllocTx(bufs [][]byte) int {
-	n := min(len(bufs), len(l.txBufs))
+	n := min(len(bufs), len(l.txBufs)-l.nalloc)
 	for i := 0; i < n; i++ {
-		bufs[i] = l.txBufs[i][:0]
+		bufs[i] = l.txBufs[l.nalloc+i][:0]
 	}
+	l.nalloc += n
 	return n
 }
 
 // Transmit implements Link: frames are copied into the peer's queue.
 func (l *MemLink) Transmit(frames [][]byte) error {
+	l.nalloc = 0
 	if len(frames) == 0 || l.closed.Load() {
 		return nil
 	}

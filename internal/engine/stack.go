@@ -234,30 +234,39 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 	}
 	// Ask the link for 1 buffer, then 4, 16, ... up to Batch while every
 	// buffer gets used: an idle poll (the common case while spinning)
-	// costs one buffer, not a whole batch handed out and taken back.
-	want := 1
+	// costs one buffer, not a whole batch handed out and taken back. All
+	// frames of a batch go out in one Transmit (one kick).
 	for {
-		k := s.link.AllocTx(s.tx[:want])
-		if k == 0 {
-			s.stats.TxBackpressure++
-			return sent
-		}
-		m := 0
-		for m < k {
-			b := s.tx[m][:s.frameCap]
-			allow := s.edge.Tokens(now) >= int64(s.frameCap)
-			n, pushed := s.ep.PollFrame(b, now, allow)
-			if n == 0 {
-				if !allow && s.pushRetry == 0 {
-					s.pushRetry = s.edge.NextAllowed(now, s.frameCap)
+		total, m, want := 0, 0, 1
+		full := true // every buffer handed out was filled
+		for full && total < len(s.tx) {
+			k := s.link.AllocTx(s.tx[total:min(total+want, len(s.tx))])
+			if k == 0 {
+				if total == 0 {
+					s.stats.TxBackpressure++
+					return sent
 				}
 				break
 			}
-			if pushed {
-				s.edge.Allow(now, n)
+			total += k
+			for m < total {
+				b := s.tx[m][:s.frameCap]
+				allow := s.edge.Tokens(now) >= int64(s.frameCap)
+				n, pushed := s.ep.PollFrame(b, now, allow)
+				if n == 0 {
+					if !allow && s.pushRetry == 0 {
+						s.pushRetry = s.edge.NextAllowed(now, s.frameCap)
+					}
+					full = false
+					break
+				}
+				if pushed {
+					s.edge.Allow(now, n)
+				}
+				s.tx[m] = b[:n]
+				m++
 			}
-			s.tx[m] = b[:n]
-			m++
+			want *= 4
 		}
 		if err := s.link.Transmit(s.tx[:m]); err != nil {
 			s.log.Warn("engine: transmit failed", zap.Error(err)) // a broken link, not a per-packet event
@@ -266,10 +275,9 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if m > 0 {
 			sent = true
 		}
-		if m < k {
+		if !full || m < len(s.tx) {
 			return sent
 		}
-		want = min(4*want, len(s.tx))
 	}
 }
 

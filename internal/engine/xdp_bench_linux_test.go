@@ -56,8 +56,11 @@ func BenchmarkXDPRPC(b *testing.B) {
 		c.Close()
 	}
 	b.StopTimer()
-	b.Logf("client %+v", v.a.Stats().Endpoint)
-	b.Logf("server %+v", v.b.Stats().Endpoint)
+	for _, s := range []*Stack{v.a, v.b} {
+		st := s.Stats()
+		qs, _ := s.link.(*XDPLink).Port().Stats()
+		b.Logf("N=%d polls %d rx %d tx %d kicks %d txbatches %d retransmits %d", b.N, st.Polls, st.RxFrames, st.TxFrames, qs[0].TxKicks, qs[0].TxBatches, st.Endpoint.Retransmits)
+	}
 }
 
 func readFullConn(c *Conn, p []byte) (int, error) {

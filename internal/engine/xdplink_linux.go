@@ -143,23 +143,27 @@ func (l *XDPLink) ReleaseReceived() {
 // ring has room for (RingSize minus frames not yet completed), so Transmit
 // never has to refuse one.
 func (l *XDPLink) AllocTx(bufs [][]byte) int {
-	if l.q.TxOutstanding() > 0 {
+	if l.ntxAlloc == 0 && l.q.TxOutstanding() > 0 {
 		l.q.Complete()
 	}
-	want := min(len(bufs), len(l.tx), l.ringSize-l.q.TxOutstanding())
+	base := l.ntxAlloc
+	want := min(len(bufs), len(l.tx)-base, l.ringSize-l.q.TxOutstanding()-base)
+	if want <= 0 {
+		return 0
+	}
 	k := 0
 	for k < want && len(l.spare) > 0 {
-		l.tx[k] = l.spare[len(l.spare)-1]
+		l.tx[base+k] = l.spare[len(l.spare)-1]
 		l.spare = l.spare[:len(l.spare)-1]
 		k++
 	}
 	if k < want {
-		k += l.umem.Alloc(l.tx[k:want])
+		k += l.umem.Alloc(l.tx[base+k : base+want])
 	}
 	for i := 0; i < k; i++ {
-		bufs[i] = l.umem.Buffer(l.tx[i])[:0]
+		bufs[i] = l.umem.Buffer(l.tx[base+i])[:0]
 	}
-	l.ntxAlloc = k
+	l.ntxAlloc += k
 	return k
 }
 
