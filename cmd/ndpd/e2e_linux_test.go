@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -306,6 +307,15 @@ func TestE2EEchoThroughNdpd(t *testing.T) {
 	snap := poolSettled(t, e.b.sock, 1)
 	if len(snap.Apps) != 1 || snap.Apps[0].Counters.RXBytes == 0 || len(snap.Listening) != 1 || snap.Listening[0] != 7 {
 		t.Fatalf("server daemon status: %+v", snap)
+	}
+	// The operator's view: `ndpd status` prints the same snapshot as JSON.
+	out, err := exec.Command(ndpdBinary(t), "status", "-socket", e.b.sock).Output()
+	if err != nil {
+		t.Fatalf("ndpd status: %v", err)
+	}
+	var printed daemon.Snapshot
+	if err := json.Unmarshal(out, &printed); err != nil || printed.Pool.AppsAttached != 1 || printed.PoolAudit != "" {
+		t.Fatalf("ndpd status output: %v\n%s", err, out)
 	}
 	// SIGUSR1 logs a status snapshot with the engine's counters.
 	e.b.cmd.Process.Signal(syscall.SIGUSR1)
