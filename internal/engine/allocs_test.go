@@ -56,3 +56,38 @@ func TestPollAllocs(t *testing.T) {
 		t.Errorf("%v allocations per 32 KiB moved through Poll, want 0", n)
 	}
 }
+
+// TestDataFirst: a small batch leaves with DATA frames first, control frames
+// after, each group in the endpoint's order, and the link sends exactly the
+// buffers the frames were built in.
+func TestDataFirst(t *testing.T) {
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	s := &Stack{link: la, tx: make([][]byte, 8)}
+	mk := func(typ ndp.PacketType, tag byte) []byte {
+		b := make([]byte, ndpHeaderOffset+4)
+		b[ndpHeaderOffset+1] = byte(typ)
+		b[len(b)-1] = tag
+		return b
+	}
+	in := [][]byte{mk(ndp.TypeAck, 1), mk(ndp.TypePull, 2), mk(ndp.TypeData, 3), mk(ndp.TypeAck, 4), mk(ndp.TypeData, 5)}
+	k := la.AllocTx(s.tx[:len(in)])
+	if k != len(in) {
+		t.Fatal(k)
+	}
+	for i, f := range in {
+		s.tx[i] = append(s.tx[i][:0], f...)
+	}
+	s.dataFirst(len(in))
+	if err := la.Transmit(s.tx[:len(in)]); err != nil {
+		t.Fatal(err)
+	}
+	got := make([][]byte, 8)
+	n := lb.Receive(got)
+	var tags []byte
+	for _, f := range got[:n] {
+		tags = append(tags, f[len(f)-1])
+	}
+	if string(tags) != string([]byte{3, 5, 1, 2, 4}) {
+		t.Fatalf("order %v, want [3 5 1 2 4]", tags)
+	}
+}

@@ -34,6 +34,10 @@ type Link interface {
 	// link unused. The link accepts all frames (AllocTx only hands out what
 	// the ring can take).
 	Transmit(frames [][]byte) error
+	// SwapTx swaps buffers i and j among those handed out since the last
+	// Transmit, so the caller can send frames in another order than it
+	// built them (after swapping its own slice entries the same way).
+	SwapTx(i, j int)
 	// Wait blocks until frames may be ready to Receive, Wake is called, or
 	// timeout passes (negative: no timeout). Spurious returns are allowed.
 	Wait(timeout time.Duration) error

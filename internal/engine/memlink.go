@@ -133,6 +133,9 @@ func (l *MemLink) AllocTx(bufs [][]byte) int {
 	return n
 }
 
+// SwapTx implements Link.
+func (l *MemLink) SwapTx(i, j int) { l.txBufs[i], l.txBufs[j] = l.txBufs[j], l.txBufs[i] }
+
 // Transmit implements Link: frames are copied into the peer's queue.
 func (l *MemLink) Transmit(frames [][]byte) error {
 	l.nalloc = 0

@@ -268,6 +268,9 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 			}
 			want *= 4
 		}
+		if m > 1 && m <= dataFirstMax {
+			s.dataFirst(m)
+		}
 		if err := s.link.Transmit(s.tx[:m]); err != nil {
 			s.log.Warn("engine: transmit failed", zap.Error(err)) // a broken link, not a per-packet event
 		}
@@ -278,6 +281,30 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if !full || m < len(s.tx) {
 			return sent
 		}
+	}
+}
+
+// dataFirstMax: small batches (an RPC's request or answer and the ACK of
+// what came before) are sent data first. In AF_XDP copy mode the kernel
+// delivers a batch's frames one after the other inside the sendto, so the
+// peer gets the data a frame-time earlier; the ACK follows in the same
+// kick. Large batches (bulk transfer, pull pacing) keep the endpoint's order.
+const dataFirstMax = 4
+
+// dataFirst stably moves DATA frames in front of control frames in
+// s.tx[:m], mirroring each move in the link's buffers.
+func (s *Stack) dataFirst(m int) {
+	next := 0 // where the next DATA frame goes
+	for i := 0; i < m; i++ {
+		f := s.tx[i]
+		if len(f) <= ndpHeaderOffset+1 || ndp.PacketType(f[ndpHeaderOffset+1]) != ndp.TypeData {
+			continue
+		}
+		for j := i; j > next; j-- { // bubble it down, keeping the others' order
+			s.tx[j], s.tx[j-1] = s.tx[j-1], s.tx[j]
+			s.link.SwapTx(j, j-1)
+		}
+		next++
 	}
 }
 

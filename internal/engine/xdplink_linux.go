@@ -167,6 +167,9 @@ func (l *XDPLink) AllocTx(bufs [][]byte) int {
 	return k
 }
 
+// SwapTx implements Link.
+func (l *XDPLink) SwapTx(i, j int) { l.tx[i], l.tx[j] = l.tx[j], l.tx[i] }
+
 // Transmit implements Link.
 func (l *XDPLink) Transmit(frames [][]byte) error {
 	m := len(frames)
