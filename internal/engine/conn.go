@@ -29,8 +29,9 @@ type Conn struct {
 	stackClosed bool
 	orphan      bool // closed by the application, still draining the peer's stream
 
-	rdWait, wrWait chan struct{} // capacity 1, see signal
-	done           chan struct{} // closed by Close or Stack.Close
+	rdWait, wrWait chan struct{} // capacity 1, see signal; made lazily (waitChansLocked)
+	done           chan struct{} // closed by Close or Stack.Close; made lazily
+	doneClosed     bool
 }
 
 // Handle is the connection's endpoint handle.
@@ -45,6 +46,29 @@ func (c *Conn) LocalPort() uint16 { return c.localPort }
 
 // Stack is the connection's stack.
 func (c *Conn) Stack() *Stack { return c.s }
+
+// waitChansLocked returns the channel a blocking call waits on (*wait,
+// made on first use) and the done channel (made on first use). Channels are
+// only made once a call is about to block, so connections that never block
+// (busy polling, short waits) allocate none; they are made under the lock
+// before the caller's last condition check, so no signal is lost.
+func (c *Conn) waitChansLocked(wait *chan struct{}) (chan struct{}, chan struct{}) {
+	if *wait == nil {
+		*wait = make(chan struct{}, 1)
+	}
+	if c.done == nil {
+		c.done = make(chan struct{})
+	}
+	return *wait, c.done
+}
+
+// closeDoneLocked unblocks every blocked call (once).
+func (c *Conn) closeDoneLocked() {
+	if c.done != nil && !c.doneClosed {
+		close(c.done)
+	}
+	c.doneClosed = true
+}
 
 // errLocalClosed is what a call on a Conn after Close returns.
 var errLocalClosed = net.ErrClosed
@@ -68,6 +92,7 @@ func (c *Conn) stateErrLocked() error {
 func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 	s := c.s
 	var w waitState
+	var ch, done chan struct{}
 	for {
 		s.mu.Lock()
 		n, err, ok := c.tryReadLocked(p)
@@ -79,12 +104,15 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 				s.pollLocked(now)
 			}
 		}
+		if !ok && w.wantBlock {
+			ch, done = c.waitChansLocked(&c.rdWait)
+		}
 		s.mu.Unlock()
 		if ok {
 			s.endWait(&w)
 			return n, err
 		}
-		if err := s.await(&w, c.rdWait, c.done, cancel); err != nil {
+		if err := s.await(&w, ch, done, cancel); err != nil {
 			return 0, c.waitErr(err)
 		}
 	}
@@ -123,6 +151,7 @@ func (c *Conn) tryReadLocked(p []byte) (int, error, bool) {
 func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
 	s := c.s
 	var w waitState
+	var ch, done chan struct{}
 	written := 0
 	for {
 		s.mu.Lock()
@@ -153,8 +182,11 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			return written, c.mapEndpointErr(err)
 		}
 		s.afterCallLocked(now)
+		if w.wantBlock {
+			ch, done = c.waitChansLocked(&c.wrWait)
+		}
 		s.mu.Unlock()
-		if err := s.await(&w, c.wrWait, c.done, cancel); err != nil {
+		if err := s.await(&w, ch, done, cancel); err != nil {
 			return written, c.waitErr(err)
 		}
 	}
@@ -229,7 +261,7 @@ func (c *Conn) close(abort bool) error {
 		return net.ErrClosed
 	}
 	c.released = true
-	close(c.done)
+	c.closeDoneLocked()
 	now := s.clock()
 	switch {
 	case abort && !c.closed:
@@ -386,7 +418,7 @@ func (l *Listener) Close() error {
 		l.queue[l.head] = nil
 		l.head = (l.head + 1) % len(l.queue)
 		c.released = true
-		close(c.done)
+		c.closeDoneLocked()
 		s.ep.Abort(c.h, now)
 		s.ep.Release(c.h)
 		s.pulls.Remove(c.h)

@@ -27,8 +27,9 @@ const appGrace = ndp.Time(time.Millisecond)
 var errDone = errors.New("engine: done")
 
 type waitState struct {
-	start    ndp.Time
-	spinning bool
+	start     ndp.Time
+	spinning  bool
+	wantBlock bool // await wants to block: the caller makes its channels (Conn.waitChansLocked)
 }
 
 // await is called, without the lock, when a blocking call's condition does
@@ -83,6 +84,12 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	if s.cfg.NoBackground {
 		// Nobody else would poll for a blocked goroutine: keep spinning.
 		runtime.Gosched()
+		return nil
+	}
+	if ch == nil {
+		// The caller has no channel yet: it makes one under the lock and
+		// checks its condition once more before blocking.
+		w.wantBlock = true
 		return nil
 	}
 	s.blocked.Add(1)

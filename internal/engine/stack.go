@@ -392,12 +392,7 @@ func (s *Stack) acceptLocked(ev ndp.Event, now ndp.Time) {
 }
 
 func (s *Stack) newConnLocked(h ndp.Handle, remote ndp.Addr, localPort uint16) *Conn {
-	c := &Conn{
-		s: s, h: h, remote: remote, localPort: localPort,
-		rdWait: make(chan struct{}, 1),
-		wrWait: make(chan struct{}, 1),
-		done:   make(chan struct{}),
-	}
+	c := &Conn{s: s, h: h, remote: remote, localPort: localPort}
 	s.conns[h] = c
 	return c
 }
@@ -502,9 +497,7 @@ func (s *Stack) Close() error {
 			s.ep.Abort(h, now)
 		}
 		c.stackClosed = true
-		if !c.released {
-			close(c.done)
-		}
+		c.closeDoneLocked()
 		delete(s.conns, h)
 	}
 	for p, l := range s.listeners {
