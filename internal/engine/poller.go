@@ -110,14 +110,17 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	return err
 }
 
+// minLinkSleep: deadlines closer than this are spun for, not slept for.
+const minLinkSleep = 200 * time.Microsecond
+
 // linkSleepCap bounds an application goroutine's sleep on the link, so a
 // deadline (a channel the link cannot watch) is noticed within it.
 const linkSleepCap = time.Millisecond
 
 // sleepOnLink polls once and, if there was nothing to do, sleeps on the
-// link until frames arrive, Wake, the next timer / pull release, or max.
+// link until frames arrive, Wake, the next timer / pull release, or limit.
 // The caller holds linkWaiter.
-func (s *Stack) sleepOnLink(max time.Duration) {
+func (s *Stack) sleepOnLink(limit time.Duration) {
 	s.sleeping.Store(true)
 	s.mu.Lock()
 	now := s.clock()
@@ -125,9 +128,12 @@ func (s *Stack) sleepOnLink(max time.Duration) {
 	d := s.sleepForLocked(now)
 	closed := s.closed
 	s.mu.Unlock()
-	if !closed && !did && (d < 0 || d > time.Duration(s.cfg.Spin)) {
-		if d < 0 || d > max {
-			d = max
+	// Sleep only when the next deadline is far: a short ppoll timeout
+	// oversleeps by the thread's timer slack (50µs by default), which would
+	// space PULLs 50µs apart instead of a packet time.
+	if !closed && !did && (d < 0 || d > max(time.Duration(s.cfg.Spin), minLinkSleep)) {
+		if d < 0 || d > limit {
+			d = limit
 		}
 		s.link.Wait(d)
 		s.wakeups.Add(1)
@@ -135,14 +141,16 @@ func (s *Stack) sleepOnLink(max time.Duration) {
 	s.sleeping.Store(false)
 }
 
-// endWait ends a spin phase; if other goroutines are blocked and nobody
-// else spins, the background poller takes over at once.
+// endWait ends a spin phase. When the last spinner leaves, the background
+// poller takes over at once (it would otherwise keep out of the way for
+// appGrace): pulls still to release, data still to send after a Write
+// returned, or goroutines blocked on channels need a poller now.
 func (s *Stack) endWait(w *waitState) {
 	if !w.spinning {
 		return
 	}
 	w.spinning = false
-	if s.spinners.Add(-1) == 0 && s.blocked.Load() > 0 {
+	if s.spinners.Add(-1) == 0 && !s.cfg.NoBackground {
 		s.appPollAt.Store(0)
 		signal(s.bgKick)
 	}
