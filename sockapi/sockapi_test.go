@@ -181,3 +181,46 @@ func FuzzParseAddr(f *testing.F) {
 		}
 	})
 }
+
+// TestDeadlineUnmeetable: under PolicyDeadline a connection whose D3 hints
+// ask for more than the link (1 GiB in 1 ms at 10 Gb/s) is quenched by the
+// receiver's pull scheduler; the client gets ErrDeadlineUnmeetable at once.
+func TestDeadlineUnmeetable(t *testing.T) {
+	a, b, err := OpenPipe(Config{Policy: PolicyDeadline}, addrA, addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	l, _ := b.Listen(7)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	start := time.Now()
+	c, err := a.Dial(context.Background(), addrB.String()+":7", WithSize(1<<30), WithDeadline(time.Now().Add(time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(make([]byte, 1024))
+	_, err = c.Read(make([]byte, 16))
+	if !errors.Is(err, ErrDeadlineUnmeetable) {
+		t.Fatalf("got %v, want ErrDeadlineUnmeetable", err)
+	}
+	t.Logf("quenched after %v", time.Since(start))
+	// A feasible request on the same stacks still works.
+	c2, err := a.Dial(context.Background(), addrB.String()+":7", WithSize(1024), WithDeadline(time.Now().Add(time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := c2.Write(make([]byte, 1024)); err != nil {
+		t.Fatal(err)
+	}
+}
