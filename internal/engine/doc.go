@@ -29,12 +29,20 @@
 // All Stack state is guarded by one mutex taken per batch or per API call.
 // The goroutine that waits (Read, Accept, Write on a full buffer) drives the
 // stack itself: it polls, checks its condition, and in PollBusy mode spins
-// until it holds; in PollAdaptive mode it spins for Config.Spin and then
-// blocks on its connection's channel. A background poller goroutine polls
-// only while no application goroutine does, and sleeps on the link (XSK fd
-// plus an eventfd, or a channel) once idle, until frames arrive, the next
-// timer or pull release is due, or an API call wakes it. On a 2-vCPU
-// machine this keeps one spinning thread per side in an RPC ping-pong.
+// until it holds. In PollAdaptive mode it spins for Config.Spin and then
+// sleeps: on the link itself (ppoll on the XSK fd and an eventfd) if no
+// other goroutine does, so the kernel wakes it directly when a frame
+// arrives; otherwise on its connection's channel, signalled by whoever
+// polls. A background poller goroutine polls only while no application
+// goroutine spins, and sleeps on the link once idle, until frames arrive,
+// the next timer or pull release is due, or an API call wakes it
+// (Config.NoBackground removes it). On a 2-vCPU machine this keeps one
+// spinning thread per side in an RPC ping-pong.
+//
+// When the waiting goroutine is expected to call again at once (PollBusy,
+// or no background poller), the ACKs a receive batch produced wait for the
+// application's answer and leave in the same transmit batch (one kick),
+// DATA frames first.
 //
 // # Neighbours
 //
