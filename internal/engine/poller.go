@@ -74,10 +74,11 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	if s.linkWaiter.CompareAndSwap(false, true) {
 		s.sleepOnLink(linkSleepCap)
 		s.linkWaiter.Store(false)
-		if s.blocked.Load() > 0 {
-			s.appPollAt.Store(0)
-			signal(s.bgKick)
-		}
+		// Awake and polling again: a spinner once more, so the background
+		// poller keeps out of the way until this call ends (endWait then
+		// hands the stack to it).
+		w.spinning = true
+		s.spinners.Add(1)
 		w.start = s.clock()
 		return nil // the caller polls and checks again
 	}
