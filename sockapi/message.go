@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"time"
 )
 
@@ -106,10 +107,18 @@ func bindContext(ctx context.Context, c *Conn) func() {
 	return func() { stop() }
 }
 
-// ctxErr reports ctx's error when the context ended the call.
+// ctxErr reports ctx's error when the context ended the call. The conn's
+// deadline (ctx's deadline, bindContext) can fire a moment before ctx's own
+// timer, so a deadline error after ctx's deadline counts as ctx's too.
 func ctxErr(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil {
-		return errors.Join(ctx.Err(), err)
+	if err == nil {
+		return nil
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return errors.Join(cerr, err)
+	}
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		return errors.Join(context.DeadlineExceeded, err)
 	}
 	return err
 }

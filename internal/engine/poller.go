@@ -59,7 +59,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		// scheduler otherwise preempts only every 10ms. A lone spinner does
 		// not yield: for a goroutine locked to its thread (ndpperf) a yield
 		// is a thread handoff, and adaptive spins are bounded anyway.
-		if s.spinners.Load() > 1 {
+		if s.cfg.Mode == PollAdaptive || s.spinners.Load() > 1 {
 			runtime.Gosched()
 		}
 		return nil
@@ -70,18 +70,20 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	// wakeup preference over spinners. Only one goroutine sleeps on the
 	// link at a time (linkWaiter); the rest block on their channel while
 	// the link sleeper (or the background poller) polls for them.
-	s.endWait(w)
 	if s.linkWaiter.CompareAndSwap(false, true) {
+		// This goroutine stays the stack's poller while it sleeps (it
+		// keeps its spinner count, so the background poller stays out of
+		// the way and cannot consume the frames meant to wake it).
+		if !w.spinning {
+			w.spinning = true
+			s.spinners.Add(1)
+		}
 		s.sleepOnLink(linkSleepCap)
 		s.linkWaiter.Store(false)
-		// Awake and polling again: a spinner once more, so the background
-		// poller keeps out of the way until this call ends (endWait then
-		// hands the stack to it).
-		w.spinning = true
-		s.spinners.Add(1)
 		w.start = s.clock()
 		return nil // the caller polls and checks again
 	}
+	s.endWait(w)
 	if s.cfg.NoBackground {
 		// Nobody else would poll for a blocked goroutine: keep spinning.
 		runtime.Gosched()
@@ -125,7 +127,9 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 	s.sleeping.Store(true)
 	s.mu.Lock()
 	now := s.clock()
+	s.selfPoll = true
 	did := s.pollLocked(now) // anything queued before sleeping was announced
+	s.selfPoll = false
 	d := s.sleepForLocked(now)
 	closed := s.closed
 	s.mu.Unlock()
@@ -173,7 +177,7 @@ func (s *Stack) background() {
 		default:
 		}
 		now := s.clock()
-		if s.spinners.Load() > 0 || now-ndp.Time(s.appPollAt.Load()) < appGrace {
+		if s.spinners.Load() > 0 || s.linkWaiter.Load() || now-ndp.Time(s.appPollAt.Load()) < appGrace {
 			timer.Reset(time.Duration(appGrace))
 			select {
 			case <-s.bgKick:
@@ -191,6 +195,7 @@ func (s *Stack) background() {
 			continue
 		}
 		s.mu.Lock()
+		now = s.clock() // after the lock: a stale now would stamp sends in the past (early RTOs)
 		did := s.pollLocked(now)
 		s.mu.Unlock()
 		if did {

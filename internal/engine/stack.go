@@ -58,6 +58,8 @@ type Stack struct {
 	curFrame   []byte   // frame being handled (EventAccepted's local port)
 	pushRetry  ndp.Time // edge pacer held pushes back until then (0: none)
 	txDeferred bool     // a pollDeferLocked skipped its transmit
+	selfPoll   bool     // the link sleeper's own last poll (no Wake for it)
+	signalled  bool     // this batch woke a waiter
 	stats      Stats
 	closed     bool
 	scratch    [4096]byte // discarded data of orphaned connections
@@ -215,6 +217,14 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		work = true
 	}
 	s.drainEventsLocked(now)
+	if s.signalled {
+		// A goroutine sleeping on the link waits for frames this poll
+		// consumed: wake it (one eventfd write per batch, only then).
+		s.signalled = false
+		if s.sleeping.Load() && !s.selfPoll {
+			s.link.Wake()
+		}
+	}
 	if deferTx && n > 0 {
 		s.txDeferred = true
 		return work
@@ -338,6 +348,7 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 			s.drainOrphanLocked(c)
 			continue
 		}
+		s.signalled = true
 		switch ev.Kind {
 		case ndp.EventReadable:
 			signal(c.rdWait)
@@ -386,6 +397,7 @@ func (s *Stack) acceptLocked(ev ndp.Event, now ndp.Time) {
 	l.queue[(l.head+l.n)%len(l.queue)] = c
 	l.n++
 	signal(l.wait)
+	s.signalled = true
 	if s.cfg.OnEvent != nil {
 		s.cfg.OnEvent(c, ndp.EventAccepted)
 	}
@@ -428,7 +440,7 @@ func (s *Stack) Dial(ctx context.Context, ip [4]byte, port uint16, opts ndp.Dial
 	if s.closed {
 		return nil, ErrStackClosed
 	}
-	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, now)
+	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, s.clock())
 	if err != nil {
 		return nil, err
 	}
