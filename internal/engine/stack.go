@@ -202,6 +202,11 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		}
 		s.curFrame = nil
 		s.link.ReleaseReceived()
+		// Pulled packets shorter than a full frame give their unused pull-slot
+		// time back to the pacer (docs/decisions.md: size-aware pull pacing).
+		if short := s.ep.TakePullShortfall(); short > 0 {
+			s.pulls.Refund(now, short)
+		}
 	}
 	for {
 		h, ok := s.pulls.Next(now)
