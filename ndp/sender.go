@@ -66,7 +66,8 @@ type sender struct {
 	firstBounced  int
 
 	rtoAt        Time // earliest RTO deadline (0 = none)
-	rtoStreak    int
+	rtoStreak    int  // timeout rounds without feedback (timeoutRound)
+	roundAt      Time // when the last timeout round was counted
 	lastActivity Time // last feedback from the peer or own transmission
 }
 

@@ -50,9 +50,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		if lost > 0 {
 			e.stats.RTOFires += uint64(lost)
 			s.unsolicited += lost
-			s.rtoStreak++
-			if s.rtoStreak > e.cfg.MaxRTORetries {
-				e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+			if e.timeoutRound(c, now) {
 				return
 			}
 		}
@@ -64,9 +62,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		// blocked by lost PULLs goes out as one unsolicited packet.
 		if seq, ok := s.peekRtx(); ok {
 			e.queueProbe(c, seq, now)
-			s.rtoStreak++
-			if s.rtoStreak > e.cfg.MaxRTORetries {
-				e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+			if e.timeoutRound(c, now) {
 				return
 			}
 		} else {
@@ -77,6 +73,24 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 	}
 	e.schedule(c)
 	e.rearm(c)
+}
+
+// timeoutRound counts one more round of timeouts without word from the peer and
+// closes c with ErrTimeout past MaxRTORetries; it reports whether it closed c. A
+// round is at most one per RTO: a window of packets sent microseconds apart expires
+// over many timer calls, and those are one silent RTO of the peer, not many.
+func (e *Endpoint) timeoutRound(c *conn, now Time) bool {
+	s := &c.snd
+	if s.rtoStreak > 0 && now < s.roundAt+Time(e.cfg.RTO) {
+		return false
+	}
+	s.rtoStreak++
+	s.roundAt = now
+	if s.rtoStreak > e.cfg.MaxRTORetries {
+		e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
+		return true
+	}
+	return false
 }
 
 // stalled: the sender has something to send but no credit to send it with.
