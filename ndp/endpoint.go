@@ -163,6 +163,16 @@ func (e *Endpoint) conn(h Handle) *conn {
 	return c
 }
 
+// LocalPort returns the local NDP port of connection h: the listened port of an
+// accepted connection, the chosen (possibly ephemeral) port of a dialed one.
+func (e *Endpoint) LocalPort(h Handle) (uint16, bool) {
+	c := e.conn(h)
+	if c == nil {
+		return 0, false
+	}
+	return c.key.localPort, true
+}
+
 func (e *Endpoint) isListening(p uint16) bool { return e.listening[p/64]&(1<<(p%64)) != 0 }
 
 // ---- application API ----

@@ -50,5 +50,7 @@ type Event struct {
 	Size     int64 // D3 size hint (EventAccepted, EventPulls)
 	Deadline Time  // D3 deadline, absolute on this endpoint's clock (0 = none)
 	Remote   Addr  // EventAccepted
-	Err      error // EventClosed
+	// LocalPort is the listened NDP port the connection arrived on (EventAccepted).
+	LocalPort uint16
+	Err       error // EventClosed
 }

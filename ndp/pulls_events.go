@@ -31,7 +31,7 @@ func (e *Endpoint) PollEvent() (Event, bool) {
 			c.pullsPending = 0
 			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
 		case EventAccepted:
-			out.Remote = c.remote
+			out.Remote, out.LocalPort = c.remote, c.key.localPort
 			out.Priority, out.Size, out.Deadline = c.prio, c.flowSize, c.deadline
 		case EventReadable:
 			c.evReadable = false

@@ -13,7 +13,12 @@ import (
 func TestTimeoutCountsRoundsNotTimerCalls(t *testing.T) {
 	const retries = 5
 	rto := time.Millisecond
-	a := mkEP(t, ipA, func(c *Config) { c.RTO = rto; c.MaxRTORetries = retries; c.IW = 64; c.StallTimeout = 100 * time.Millisecond })
+	a := mkEP(t, ipA, func(c *Config) {
+		c.RTO = rto
+		c.MaxRTORetries = retries
+		c.IW = 64
+		c.StallTimeout = 100 * time.Millisecond
+	})
 	b := mkEP(t, ipB, nil)
 	h, _ := dialWrite(t, a, b, 64*a.MSS(), DialOptions{})
 	// Send the window with packets spaced 1 µs apart; the peer never answers.

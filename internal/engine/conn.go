@@ -15,7 +15,7 @@ type Conn struct {
 	s         *Stack
 	h         ndp.Handle
 	remote    ndp.Addr
-	localPort uint16 // accepted connections; 0 for dialed ones
+	localPort uint16 // the listened port (accepted) or the chosen local port (dialed)
 
 	// D3 hints and priority the connection was opened with.
 	Priority uint8
@@ -40,8 +40,8 @@ func (c *Conn) Handle() ndp.Handle { return c.h }
 // Remote is the peer's address.
 func (c *Conn) Remote() ndp.Addr { return c.remote }
 
-// LocalPort is the listened port an accepted connection arrived on (0 for
-// dialed connections: their ephemeral port is chosen by the endpoint).
+// LocalPort is the connection's local NDP port: the listened port an accepted
+// connection arrived on, or the port a dialed one was given (ephemeral unless asked).
 func (c *Conn) LocalPort() uint16 { return c.localPort }
 
 // Stack is the connection's stack.

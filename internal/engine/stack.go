@@ -55,7 +55,6 @@ type Stack struct {
 	listeners  map[uint16]*Listener
 	rx, tx     [][]byte
 	neigh      map[[4]byte]neighEntry
-	curFrame   []byte   // frame being handled (EventAccepted's local port)
 	pushRetry  ndp.Time // edge pacer held pushes back until then (0: none)
 	txDeferred bool     // a pollDeferLocked skipped its transmit
 	selfPoll   bool     // the link sleeper's own last poll (no Wake for it)
@@ -194,13 +193,11 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		work = true
 		s.stats.RxFrames += uint64(n)
 		for i := 0; i < n; i++ {
-			s.curFrame = s.rx[i]
 			if err := s.ep.HandleFrame(s.rx[i], now); err != nil {
 				s.stats.RxRejected++
 			}
 			s.drainEventsLocked(now)
 		}
-		s.curFrame = nil
 		s.link.ReleaseReceived()
 		// Pulled packets shorter than a full frame give their unused pull-slot
 		// time back to the pacer (docs/decisions.md: size-aware pull pacing).
@@ -383,18 +380,14 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 const ndpHeaderOffset = 14 + 20 + 8
 
 func (s *Stack) acceptLocked(ev ndp.Event, now ndp.Time) {
-	var hdr ndp.Header
-	var l *Listener
-	if len(s.curFrame) > ndpHeaderOffset && ndp.ParseHeader(s.curFrame[ndpHeaderOffset:], &hdr) == nil {
-		l = s.listeners[hdr.DstPort]
-	}
+	l := s.listeners[ev.LocalPort]
 	if l == nil || l.closed || l.n == len(l.queue) {
 		s.stats.AcceptDropped++
 		s.ep.Abort(ev.Handle, now)
 		s.ep.Release(ev.Handle)
 		return
 	}
-	c := s.newConnLocked(ev.Handle, ev.Remote, hdr.DstPort)
+	c := s.newConnLocked(ev.Handle, ev.Remote, ev.LocalPort)
 	c.Priority, c.Size, c.Deadline = ev.Priority, ev.Size, ev.Deadline
 	if ev.Priority > 0 || ev.Size > 0 || ev.Deadline > 0 {
 		s.pulls.SetFlow(ev.Handle, pullpacer.Flow{Priority: ev.Priority, Size: ev.Size, Deadline: ev.Deadline}, now)
@@ -449,7 +442,8 @@ func (s *Stack) Dial(ctx context.Context, ip [4]byte, port uint16, opts ndp.Dial
 	if err != nil {
 		return nil, err
 	}
-	c := s.newConnLocked(h, ndp.Addr{MAC: mac, IP: ip, Port: port}, 0)
+	lport, _ := s.ep.LocalPort(h)
+	c := s.newConnLocked(h, ndp.Addr{MAC: mac, IP: ip, Port: port}, lport)
 	c.Priority, c.Size, c.Deadline = opts.Priority, opts.Size, opts.Deadline
 	return c, nil
 }
