@@ -178,18 +178,8 @@ func (s *Stack) background() {
 		}
 		now := s.clock()
 		if s.spinners.Load() > 0 || s.linkWaiter.Load() || now-ndp.Time(s.appPollAt.Load()) < appGrace {
-			timer.Reset(time.Duration(appGrace))
-			select {
-			case <-s.bgKick:
-			case <-timer.C:
-			case <-s.done:
+			if !s.waitKick(timer) {
 				return
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
 			}
 			idleSince = s.clock()
 			continue
@@ -211,20 +201,30 @@ func (s *Stack) background() {
 		} else {
 			// An application goroutine sleeps on the link and polls when
 			// it wakes; check back after the grace period.
-			timer.Reset(time.Duration(appGrace))
-			select {
-			case <-s.bgKick:
-			case <-timer.C:
-			case <-s.done:
+			if !s.waitKick(timer) {
 				return
-			}
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
 			}
 		}
 		idleSince = s.clock()
 	}
+}
+
+// waitKick parks the background poller until a kick, the application grace period,
+// or Close; it reports false on Close. timer is the poller's own, stopped and drained
+// on return so the next Reset starts clean.
+func (s *Stack) waitKick(timer *time.Timer) bool {
+	timer.Reset(time.Duration(appGrace))
+	select {
+	case <-s.bgKick:
+	case <-timer.C:
+	case <-s.done:
+		return false
+	}
+	if !timer.Stop() {
+		select {
+		case <-timer.C:
+		default:
+		}
+	}
+	return true
 }
