@@ -21,13 +21,6 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 		return errWrongDst
 	}
 	h := &f.Header
-	if h.Type == TypeData && h.Flags&(FlagPulled|FlagTrimmed) == FlagPulled {
-		// A pulled packet used one pull slot of the host's pacer, which spaces
-		// PULLs for full frames: remember how much of the slot it left idle.
-		if short := e.mss - len(f.Payload); short > 0 {
-			e.pullShortfall += short
-		}
-	}
 	if h.Flags&FlagBounced != 0 {
 		return e.handleBounced(f, now)
 	}
@@ -172,6 +165,13 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	}
 	e.stats.DataIn++
 	e.stats.BytesIn += uint64(n)
+	if h.Flags&FlagPulled != 0 && n < e.mss {
+		// This packet used one slot of the host's pull pacer, which spaces PULLs
+		// for full frames: remember how much of the slot it left idle. Counted
+		// only for new in-window data of a live connection, so duplicates and
+		// strangers cannot speed the pacer up.
+		e.pullShortfall += e.mss - n
+	}
 	grew := r.store(h.Offset, f.Payload)
 	r.markGot(h.Seq)
 	e.queueCtl(c, TypeAck, h.Seq, 0, h.PathID, 0)

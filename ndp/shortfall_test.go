@@ -48,3 +48,42 @@ func TestPulledDataShortfall(t *testing.T) {
 	}
 	_ = h
 }
+
+// A duplicate of a pulled packet, or a pulled packet for no connection, refunds
+// nothing: only new data of a live connection used a pull slot.
+func TestPullShortfallIgnoresDuplicatesAndStrangers(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	mss := a.MSS()
+	dialWrite(t, a, b, a.cfg.IW*mss+100, DialOptions{})
+	deliver(t, b, 1*us, poll(t, a, 0, true)...)
+	var bh Handle
+	for _, ev := range events(b) {
+		if ev.Kind == EventPulls {
+			bh = ev.Handle
+		}
+	}
+	b.PullReleased(bh, 2*us)
+	deliver(t, a, 3*us, ofType(poll(t, b, 2*us, true), TypePull)...)
+	rs := ofType(poll(t, a, 3*us, true), TypeData)
+	deliver(t, b, 4*us, rs...)
+	b.TakePullShortfall()
+	deliver(t, b, 5*us, rs...) // the same pulled packet again
+	if got := b.TakePullShortfall(); got != 0 {
+		t.Fatalf("a duplicate refunded %d bytes", got)
+	}
+	// A short pulled DATA frame for a connection b never heard of.
+	bc := b.Config()
+	f := Frame{SrcMAC: [6]byte{2, 0, 0, 0, 0, 9}, DstMAC: bc.LocalMAC, SrcIP: [4]byte{10, 0, 0, 9}, DstIP: bc.LocalIP,
+		SrcPort: 50000, DstPort: bc.UDPPort,
+		Header:  Header{Type: TypeData, Flags: FlagPulled, SrcPort: 7, DstPort: 80, ConnID: 12345, Seq: 99, PayloadLen: 10},
+		Payload: make([]byte, 10)}
+	buf := make([]byte, HeaderOverhead+10)
+	n, err := BuildFrame(buf, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.HandleFrame(buf[:n], 6*us)
+	if got := b.TakePullShortfall(); got != 0 {
+		t.Fatalf("a pulled frame for no connection refunded %d bytes", got)
+	}
+}
