@@ -124,12 +124,19 @@ func (s *ClientSock) Read(p []byte, deadline time.Time, cancel <-chan struct{}) 
 	}
 	var relBuf [32]ring.Desc
 	for {
+		// The copy reads the shared buffer area: hold the client lock so a
+		// concurrent Client.Close cannot unmap it mid-copy (Close takes mu
+		// and sets dead before unmapping). Order: client mu, then socket mu.
+		s.c.mu.Lock()
+		if s.c.dead {
+			s.c.mu.Unlock()
+			return 0, s.c.goneErr()
+		}
 		n, nrel, err, ok := s.readQueued(p, &relBuf)
 		if nrel > 0 {
-			s.c.mu.Lock()
 			s.c.releaseFramesLocked(relBuf[:nrel])
-			s.c.mu.Unlock()
 		}
+		s.c.mu.Unlock()
 		if ok {
 			return n, err
 		}
