@@ -106,41 +106,20 @@ func serve(c *Config, logOut io.Writer) error {
 	} else if addr, err = interfaceIPv4(c.Interface); err != nil {
 		return err
 	}
-	link, err := engine.OpenXDP(engine.XDPConfig{
+	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{
 		Interface: c.Interface, Queue: c.Queues[0], UDPPort: c.NDPPort,
 		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
+	}, engine.Config{
+		Endpoint: ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW},
+		LinkRate: int64(c.LinkRate),
+		Gamma:    c.Gamma,
+		Policy:   policy(c.Policy),
+		Logger:   log,
 	})
 	if err != nil {
 		return fmt.Errorf("open %s queue %d: %w", c.Interface, c.Queues[0], err)
 	}
-	res, err := engine.NewKernelResolver(link.Ifindex(), link.Name())
-	if err != nil {
-		link.Close()
-		return err
-	}
-	tr := daemon.NewEngineTransport(daemon.EngineTransportConfig{})
-	st, err := engine.New(engine.Config{
-		Link:         link,
-		Endpoint:     ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW},
-		Resolver:     res,
-		LinkRate:     int64(c.LinkRate),
-		Gamma:        c.Gamma,
-		Policy:       policy(c.Policy),
-		NoBackground: true,
-		OnEvent:      tr.OnEvent,
-		Logger:       log,
-	})
-	if err != nil {
-		res.Close()
-		link.Close()
-		return err
-	}
 	defer st.Close()
-	xskFD := -1
-	if qs := link.Port().Queues(); len(qs) > 0 {
-		xskFD = qs[0].FD()
-	}
-	tr.Bind(st, xskFD)
 
 	core, err := daemon.NewCore(daemon.Config{
 		Pool:         ring.PoolConfig{Frames: c.Frames, FrameSize: c.FrameSize, AppFrames: c.AppFrames},

@@ -74,31 +74,12 @@ func runNdpdChild(args []string) error {
 	if !addr.IsValid() {
 		return fmt.Errorf("%s has no IPv4 address", *ifname)
 	}
-	link, err := engine.OpenXDP(engine.XDPConfig{Interface: *ifname})
+	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{Interface: *ifname},
+		engine.Config{Endpoint: ndp.Config{LocalIP: addr.As4()}, LinkRate: 10e9})
 	if err != nil {
-		return err
-	}
-	res, err := engine.NewKernelResolver(link.Ifindex(), link.Name())
-	if err != nil {
-		link.Close()
-		return err
-	}
-	tr := daemon.NewEngineTransport(daemon.EngineTransportConfig{})
-	st, err := engine.New(engine.Config{
-		Link: link, Endpoint: ndp.Config{LocalIP: addr.As4()}, Resolver: res, LinkRate: 10e9,
-		NoBackground: true, OnEvent: tr.OnEvent,
-	})
-	if err != nil {
-		res.Close()
-		link.Close()
 		return err
 	}
 	defer st.Close()
-	xsk := -1
-	if qs := link.Port().Queues(); len(qs) > 0 {
-		xsk = qs[0].FD()
-	}
-	tr.Bind(st, xsk)
 	core, err := daemon.NewCore(daemon.Config{SpinFor: *spin, LocalAddr: addr, DrainTimeout: time.Second}, tr)
 	if err != nil {
 		return err
