@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -200,32 +199,6 @@ func TestAttachedNetConn(t *testing.T) {
 	var port atomic.Uint32
 	port.Store(2000)
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
-		p := uint16(port.Add(1))
-		l, err := srv.Listen(p)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		c1, err = cli.Dial(context.Background(), fmt.Sprintf("10.7.0.2:%d", p))
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		// Zero-RTT: the listener learns of the connection with its first data.
-		if _, err := c1.Write([]byte{0}); err != nil {
-			return nil, nil, nil, err
-		}
-		c2, err = l.Accept()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		var one [1]byte
-		if _, err := io.ReadFull(c2, one[:]); err != nil {
-			return nil, nil, nil, err
-		}
-		stop = func() {
-			c1.Close()
-			c2.Close()
-			l.Close()
-		}
-		return c1, c2, stop, nil
+		return connectedPair(cli, srv, "10.7.0.2", uint16(port.Add(1)))
 	})
 }

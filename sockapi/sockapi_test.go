@@ -41,36 +41,47 @@ func TestNetConn(t *testing.T) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		port := uint16(1000 + portSeq.Add(1))
-		l, err := b.Listen(port)
+		c1, c2, closePair, err := connectedPair(a, b, addrB.String(), uint16(1000+portSeq.Add(1)))
 		if err != nil {
-			return nil, nil, nil, err
-		}
-		c1, err = a.Dial(context.Background(), fmt.Sprintf("%v:%d", addrB, port))
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		// Zero-RTT: the listener learns of the connection with its first data.
-		if _, err := c1.Write([]byte{0}); err != nil {
-			return nil, nil, nil, err
-		}
-		c2, err = l.Accept()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		var one [1]byte
-		if _, err := io.ReadFull(c2, one[:]); err != nil {
-			return nil, nil, nil, err
-		}
-		stop = func() {
-			c1.Close()
-			c2.Close()
-			l.Close()
 			a.Close()
 			b.Close()
+			return nil, nil, nil, err
 		}
-		return c1, c2, stop, nil
+		return c1, c2, func() { closePair(); a.Close(); b.Close() }, nil
 	})
+}
+
+// connectedPair listens on port of srv, dials it from cli at host, and pushes one
+// byte so the zero-RTT connection reaches the listener (which learns of a
+// connection with its first data); stop closes both ends and the listener.
+func connectedPair(cli, srv *Stack, host string, port uint16) (c1, c2 net.Conn, stop func(), err error) {
+	l, err := srv.Listen(port)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c1, err = cli.Dial(context.Background(), fmt.Sprintf("%s:%d", host, port))
+	if err != nil {
+		l.Close()
+		return nil, nil, nil, err
+	}
+	if _, err := c1.Write([]byte{0}); err != nil {
+		c1.Close()
+		l.Close()
+		return nil, nil, nil, err
+	}
+	if c2, err = l.Accept(); err != nil {
+		c1.Close()
+		l.Close()
+		return nil, nil, nil, err
+	}
+	var one [1]byte
+	if _, err := io.ReadFull(c2, one[:]); err != nil {
+		c1.Close()
+		c2.Close()
+		l.Close()
+		return nil, nil, nil, err
+	}
+	return c1, c2, func() { c1.Close(); c2.Close(); l.Close() }, nil
 }
 
 func TestCallAndRecvMessage(t *testing.T) {
