@@ -87,6 +87,15 @@ func (e *Endpoint) schedule(c *conn) {
 	}
 }
 
+// HasOutput reports whether PollFrame may have a frame to build: a queued
+// control frame or a connection waiting to send. False means PollFrame
+// would return 0, so a driver polling in a loop can skip taking a transmit
+// buffer. (True does not promise a frame: a queued connection may have
+// nothing sendable yet.)
+func (e *Endpoint) HasOutput() bool {
+	return e.ctl.n > 0 || e.pullQ.n > 0 || e.freeQ.n > 0 || e.pacedQ.n > 0
+}
+
 // PollFrame writes the next frame to transmit into b and returns its
 // length (0 = nothing to send). b should be at least MaxFrameLen(MTU).
 // Order: control frames (ACK/NACK/PULL/RESET), then pulled data

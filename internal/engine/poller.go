@@ -35,14 +35,16 @@ type waitState struct {
 // await is called, without the lock, when a blocking call's condition does
 // not hold yet. It returns nil to make the caller check again.
 func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct{}) error {
-	select {
-	case <-done:
+	// Two one-channel checks, not one select over both: a non-blocking
+	// receive from an open, empty channel is a lock-free load, while a
+	// multi-case select locks every channel, and this runs on every spin.
+	if isClosed(done) {
 		s.endWait(w)
 		return errDone
-	case <-cancel:
+	}
+	if isClosed(cancel) {
 		s.endWait(w)
 		return os.ErrDeadlineExceeded
-	default:
 	}
 	now := s.clock()
 	if w.start == 0 {
@@ -111,6 +113,17 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	s.blocked.Add(-1)
 	w.start = s.clock() // spin again for a while after a wakeup
 	return err
+}
+
+// isClosed reports whether ch is closed (nil: never). Only for channels
+// that are closed, never sent to (done, cancel).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // minLinkSleep: deadlines closer than this are spun for, not slept for.

@@ -244,6 +244,15 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 	if s.pushRetry != 0 && now >= s.pushRetry {
 		s.pushRetry = 0
 	}
+	if !s.ep.HasOutput() {
+		// Nothing to build (the common case while spinning): no transmit
+		// buffer to take and give back; the link still reaps completions
+		// and re-kicks frames a transient error left on its ring.
+		if err := s.link.Transmit(nil); err != nil {
+			s.log.Warn("engine: transmit failed", zap.Error(err))
+		}
+		return false
+	}
 	// Ask the link for 1 buffer, then 4, 16, ... up to Batch while every
 	// buffer gets used: an idle poll (the common case while spinning)
 	// costs one buffer, not a whole batch handed out and taken back. All
@@ -540,6 +549,11 @@ func (s *Stack) afterCallLocked(now ndp.Time) {
 	if s.closed {
 		return
 	}
+	// Transmit what the call produced before taking in arrivals: frames
+	// that came in meanwhile (typically the peer's ACK of an earlier
+	// reply) would otherwise be handled first, on the critical path of
+	// the data just written.
+	s.flushTxLocked(now)
 	s.pollLocked(now)
 	if s.sleeping.Load() {
 		s.link.Wake()
