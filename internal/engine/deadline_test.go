@@ -1,0 +1,115 @@
+package engine
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// fakeClock is a settable clock for NoBackground stacks.
+type fakeClock struct{ t atomic.Int64 }
+
+func (c *fakeClock) now() ndp.Time           { return ndp.Time(c.t.Load()) }
+func (c *fakeClock) set(t ndp.Time)          { c.t.Store(int64(t)) }
+func (c *fakeClock) add(d time.Duration)     { c.t.Add(int64(d)) }
+func newFakeClock(start ndp.Time) *fakeClock { c := &fakeClock{}; c.set(start); return c }
+
+// deadlinePair is two NoBackground stacks on one fake clock: the test
+// drives every Poll, so each NextDeadline answer is deterministic.
+func deadlinePair(t *testing.T) (a, b *Stack, clk *fakeClock) {
+	t.Helper()
+	clk = newFakeClock(ndp.Time(time.Second))
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
+		s, err := New(Config{
+			Link:         l,
+			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed, RTO: time.Millisecond},
+			Resolver:     StaticResolver{ipA: macA, ipB: macB},
+			LinkRate:     1e9,
+			NoBackground: true,
+			Clock:        clk.now,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return mk(la, ipA, 1), mk(lb, ipB, 2), clk
+}
+
+func TestNextDeadline(t *testing.T) {
+	t.Run("idle stack has none", func(t *testing.T) {
+		a, _, _ := deadlinePair(t)
+		a.Poll()
+		if d, ok := a.NextDeadline(); ok {
+			t.Fatalf("idle stack: deadline %d", d)
+		}
+	})
+	t.Run("sent data arms the RTO", func(t *testing.T) {
+		a, _, clk := deadlinePair(t)
+		c, err := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := a.NextDeadline(); ok {
+			t.Fatalf("dialed, nothing sent: deadline %d", d)
+		}
+		sent := clk.now()
+		if _, err := c.Write([]byte("hello"), false, nil); err != nil {
+			t.Fatal(err)
+		}
+		d, ok := a.NextDeadline()
+		if !ok || d <= sent || d > sent+ndp.Time(time.Millisecond) {
+			t.Fatalf("after a send at %d: deadline %d ok=%v, want in (sent, sent+RTO]", sent, d, ok)
+		}
+		// Overdue: the deadline is not in the past, it is now.
+		clk.set(d + ndp.Time(5*time.Millisecond))
+		if d2, ok := a.NextDeadline(); !ok || d2 != clk.now() {
+			t.Fatalf("overdue timer: deadline %d ok=%v, want now %d", d2, ok, clk.now())
+		}
+		// Polling fires the RTO (B never polls, nothing is ACKed) and re-arms
+		// the timer in the future.
+		a.Poll()
+		if d3, ok := a.NextDeadline(); !ok || d3 <= clk.now() {
+			t.Fatalf("after the RTO fired at %d: deadline %d ok=%v", clk.now(), d3, ok)
+		}
+	})
+	t.Run("paced pulls", func(t *testing.T) {
+		a, b, clk := deadlinePair(t)
+		if _, err := b.Listen(7, 0); err != nil {
+			t.Fatal(err)
+		}
+		c, err := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// More than the first-RTT window: B pulls the rest, paced at 1 Gb/s.
+		if _, err := c.Write(make([]byte, 64<<10), false, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.Poll() // takes in the pushed window, queues one PULL per packet, releases the first
+		now := clk.now()
+		d, ok := b.NextDeadline()
+		// One full-size pull slot at 1 Gb/s is 12.3us; the RTO (1ms) is far.
+		if !ok || d <= now || d > now+ndp.Time(20*time.Microsecond) {
+			t.Fatalf("pull queue busy at %d: deadline %d ok=%v (%v ahead), want the next pull within one slot", now, d, ok, time.Duration(d-now))
+		}
+		clk.add(time.Duration(d - now))
+		before := b.Stats().PullsReleased
+		b.Poll()
+		if after := b.Stats().PullsReleased; after <= before {
+			t.Fatalf("at the deadline no PULL was released (%d → %d)", before, after)
+		}
+	})
+	t.Run("closed stack has none", func(t *testing.T) {
+		a, _, _ := deadlinePair(t)
+		a.Close()
+		if _, ok := a.NextDeadline(); ok {
+			t.Fatal("closed stack reports a deadline")
+		}
+	})
+}
