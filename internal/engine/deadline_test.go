@@ -9,19 +9,19 @@ import (
 	"github.com/ndpstack/ndpstack/ndp"
 )
 
-// fakeClock is a settable clock for NoBackground stacks.
-type fakeClock struct{ t atomic.Int64 }
+// stepClock is a settable clock for NoBackground stacks.
+type stepClock struct{ t atomic.Int64 }
 
-func (c *fakeClock) now() ndp.Time           { return ndp.Time(c.t.Load()) }
-func (c *fakeClock) set(t ndp.Time)          { c.t.Store(int64(t)) }
-func (c *fakeClock) add(d time.Duration)     { c.t.Add(int64(d)) }
-func newFakeClock(start ndp.Time) *fakeClock { c := &fakeClock{}; c.set(start); return c }
+func (c *stepClock) now() ndp.Time           { return ndp.Time(c.t.Load()) }
+func (c *stepClock) set(t ndp.Time)          { c.t.Store(int64(t)) }
+func (c *stepClock) add(d time.Duration)     { c.t.Add(int64(d)) }
+func newStepClock(start ndp.Time) *stepClock { c := &stepClock{}; c.set(start); return c }
 
 // deadlinePair is two NoBackground stacks on one fake clock: the test
 // drives every Poll, so each NextDeadline answer is deterministic.
-func deadlinePair(t *testing.T) (a, b *Stack, clk *fakeClock) {
+func deadlinePair(t *testing.T) (a, b *Stack, clk *stepClock) {
 	t.Helper()
-	clk = newFakeClock(ndp.Time(time.Second))
+	clk = newStepClock(ndp.Time(time.Second))
 	la, lb := NewMemPipe(MemConfig{}, macA, macB)
 	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
 		s, err := New(Config{
