@@ -28,9 +28,19 @@ type XDPConfig struct {
 	Attach afxdp.AttachMode
 	// RingSize is the size of each AF_XDP ring. Zero means 2048.
 	RingSize int
+	// FrameSize is the UMEM frame size, 2048 or 4096. Zero chooses from
+	// the interface MTU: 2048 while a full-MTU frame fits (MTU up to 1778),
+	// else 4096, which carries frames up to 3840 bytes (MTU 3826; the
+	// kernel's AF_XDP frames are at most a page, and the XDP headroom
+	// takes 256 bytes). The stack's MTU is the interface's, capped there.
+	FrameSize int
 	// Logger for setup and teardown. Nil means none.
 	Logger *zap.Logger
 }
+
+// xdpHeadroom is what the kernel keeps in front of a received frame in a
+// UMEM frame (XDP_PACKET_HEADROOM).
+const xdpHeadroom = 256
 
 // XDPLink is a Link over one AF_XDP socket (package afxdp). Received frames
 // are UMEM frames handed to the endpoint in place and given back after the
@@ -72,9 +82,17 @@ func OpenXDP(cfg XDPConfig) (*XDPLink, error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("engine: interface %q has no Ethernet address", cfg.Interface)
 	}
+	frameSize := cfg.FrameSize
+	if frameSize == 0 {
+		frameSize = 2048
+		if ifc.MTU+14 > 2048-xdpHeadroom {
+			frameSize = 4096
+		}
+	}
 	p, err := afxdp.Open(afxdp.Config{
 		Interface: cfg.Interface, Queues: []int{cfg.Queue}, UDPPort: cfg.UDPPort,
 		Bind: cfg.Bind, Attach: cfg.Attach, RingSize: cfg.RingSize, Logger: cfg.Logger,
+		FrameSize: frameSize,
 	})
 	if err != nil {
 		return nil, err
@@ -91,7 +109,7 @@ func OpenXDP(cfg XDPConfig) (*XDPLink, error) {
 	l := &XDPLink{
 		port: p, q: p.Queue(cfg.Queue), umem: p.UMEM(),
 		mac: [6]byte(ifc.HardwareAddr), ifindex: ifc.Index, name: ifc.Name,
-		frameCap: min(ifc.MTU+14, p.UMEM().FrameSize()-256-p.UMEM().Headroom()),
+		frameCap: min(ifc.MTU+14, p.UMEM().FrameSize()-xdpHeadroom-p.UMEM().Headroom()),
 		ringSize: ring,
 		rx:       make([]afxdp.Desc, 1024),
 		tx:       make([]afxdp.Desc, 1024),

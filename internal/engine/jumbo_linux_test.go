@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// An interface MTU above what a 2 KB UMEM frame holds gets 4 KB frames and
+// packets as large as the interface allows, up to the 4 KB frame (MTU
+// 3826): fewer packets per byte. Data crosses intact at each size.
+func TestXDPJumboMTU(t *testing.T) {
+	for _, tc := range []struct{ ifMTU, wantMTU int }{
+		{1500, 1500},
+		{3800, 3800},
+		{9000, 4096 - xdpHeadroom - 14}, // capped by the frame
+	} {
+		t.Run(fmt.Sprint(tc.ifMTU), func(t *testing.T) {
+			tb := testbed.NewT(t)
+			p, err := tb.NewPair(testbed.VethConfig{MTU: tc.ifMTU})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode := func(c *Config) { c.Mode = PollAdaptive }
+			a := openXDPStack(t, p.A, p.Veth.A, mode, 1)
+			b := openXDPStack(t, p.B, p.Veth.B, mode, 2)
+			if got := a.Config().Endpoint.MTU; got != tc.wantMTU {
+				t.Fatalf("stack MTU %d, want %d", got, tc.wantMTU)
+			}
+			l, err := b.Listen(9, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const size = 2 << 20
+			msg := make([]byte, size)
+			for i := range msg {
+				msg[i] = byte(i*7 + i>>11)
+			}
+			got := make(chan []byte, 1)
+			go func() {
+				c, err := l.Accept(nil)
+				if err != nil {
+					got <- nil
+					return
+				}
+				defer c.Close()
+				out, _ := readAll(c)
+				got <- out
+			}()
+			c, err := a.Dial(context.Background(), p.Veth.B.Addr.Addr().As4(), 9, ndp.DialOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write(msg, true, nil); err != nil {
+				t.Fatal(err)
+			}
+			if out := <-got; !bytes.Equal(out, msg) {
+				t.Fatalf("received %d bytes, not the %d sent", len(out), size)
+			}
+			c.Close()
+			st := a.Stats().Endpoint
+			mss := tc.wantMTU - ndp.HeaderOverhead + 14
+			if min := uint64((size + mss - 1) / mss); st.DataOut < min || st.DataOut > min+min/4 {
+				t.Errorf("%d DATA packets for %d bytes at MSS %d (want about %d)", st.DataOut, size, mss, min)
+			}
+			t.Logf("interface MTU %d: stack MTU %d, %d DATA packets, %d retransmitted", tc.ifMTU, tc.wantMTU, st.DataOut, st.Retransmits)
+		})
+	}
+}
