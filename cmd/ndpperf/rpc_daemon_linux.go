@@ -75,7 +75,7 @@ func runNdpdChild(args []string) error {
 		return fmt.Errorf("%s has no IPv4 address", *ifname)
 	}
 	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{Interface: *ifname},
-		engine.Config{Endpoint: ndp.Config{LocalIP: addr.As4()}, LinkRate: 10e9})
+		engine.Config{Endpoint: ndp.Config{LocalIP: addr.As4()}, LinkRate: 10e9}, daemon.EngineTransportConfig{})
 	if err != nil {
 		return err
 	}

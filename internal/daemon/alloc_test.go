@@ -17,9 +17,10 @@ type sinkTransport struct {
 
 func (t *sinkTransport) Listen(uint16) error { return nil }
 func (t *sinkTransport) Unlisten(uint16)     {}
-func (t *sinkTransport) Dial(netip.AddrPort, DialOptions) (ConnID, error) {
-	return 1, nil
+func (t *sinkTransport) Dial(netip.AddrPort, DialOptions) (ConnID, bool, error) {
+	return 1, false, nil
 }
+func (t *sinkTransport) SetWakeup(func())                      {}
 func (t *sinkTransport) Write(_ ConnID, p []byte) (int, error) { return len(p), nil }
 func (t *sinkTransport) CloseWrite(ConnID) error               { return nil }
 func (t *sinkTransport) Read(_ ConnID, p []byte) (int, error) {

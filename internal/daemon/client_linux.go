@@ -394,7 +394,7 @@ func (c *Client) event(d *ring.Desc) {
 			s := c.socks[slot]
 			c.mu.Unlock()
 			if s != nil && Status(d.Aux) != StatusOK {
-				s.fail(Status(d.Aux).Err())
+				s.fail(fmt.Errorf("ndpd: dial %v: %w", s.remote, Status(d.Aux).Err()))
 			}
 			return
 		}

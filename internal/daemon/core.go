@@ -96,6 +96,8 @@ type CoreStats struct {
 	AcceptsUnrouted uint64 // inbound connections for a port nobody listens on
 	AppsAttached    uint64 // applications attached since start
 	AppsReclaimed   uint64 // applications whose resources were reclaimed
+	DialsDeferred   uint64 // dials that waited for a neighbour resolution (off the core loop)
+	DialsUnresolved uint64 // deferred dials that failed (resolution failed or timed out)
 }
 
 type connRef struct {
@@ -163,6 +165,7 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 		buf.Close()
 		return nil, err
 	}
+	tr.SetWakeup(func() { ringDoorbell(db) })
 	return &Core{
 		cfg: cfg, log: cfg.Logger, tr: tr, pool: pool, buf: buf,
 		byApp:     make(map[ring.AppID]*session),
@@ -344,9 +347,9 @@ func (c *Core) reclaim(s *session, why string) {
 	s.dead = true
 	for slot := range s.socks {
 		so := &s.socks[slot]
-		if so.state == sockBound {
+		if so.state == sockBound || so.state == sockDialing {
 			c.unbind(so.conn)
-			c.tr.Abort(so.conn)
+			c.tr.Abort(so.conn) // a pending dial: cancelled
 		}
 		if so.headChecked {
 			s.completed = append(s.completed, so.headFrame)
@@ -518,9 +521,33 @@ func (c *Core) transportEvents() bool {
 			so.readable, so.blocked = true, false
 		case TEWritable:
 			so.blocked = false
+		case TEDialed:
+			c.dialed(ref, so, ev)
 		}
 	}
 	return n > 0
+}
+
+// dialed finishes a pending dial: the slot is bound to its connection (the
+// data waiting on TX(slot) flows from the next pollTX) or failed, and the
+// app gets the OpConnect's reply. A close or close-write the app sent
+// meanwhile stays requested.
+func (c *Core) dialed(ref connRef, so *socket, ev *TransportEvent) {
+	if so.state != sockDialing {
+		return
+	}
+	c.unbind(ev.Conn)
+	st := StatusOf(ev.Err)
+	if ev.Err == nil {
+		so.state, so.conn = sockBound, ev.Dialed
+		c.bind(ev.Dialed, ref.s, ref.slot)
+	} else {
+		so.state, so.conn = sockFailed, 0
+		c.stats.DialsUnresolved++
+		c.log.Debug("dial failed", zap.Uint32("app", uint32(ref.s.app)), zap.Int("slot", ref.slot), zap.Error(ev.Err))
+	}
+	ref.s.event(ring.Desc{Frame: ring.NoFrame, Conn: uint32(ref.slot), Op: ring.OpReply, Aux: uint64(st), Cookie: so.dialCookie})
+	so.dialCookie = 0
 }
 
 // shutdown aborts every connection and reclaims every application.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"time"
@@ -13,10 +14,12 @@ import (
 
 // EngineTransport adapts an internal/engine.Stack to the Transport the core
 // drives. The Stack must be built with NoBackground (the core loop is its
-// only poller) and OnEvent set to this adapter's OnEvent:
+// only poller), OnEvent set to this adapter's OnEvent and, when the adapter
+// resolves neighbours itself (Config.Resolvers), Resolver set to its
+// Resolver:
 //
-//	t := daemon.NewEngineTransport(daemon.EngineTransportConfig{})
-//	cfg.NoBackground, cfg.OnEvent = true, t.OnEvent
+//	t := daemon.NewEngineTransport(daemon.EngineTransportConfig{Resolvers: rs})
+//	cfg.NoBackground, cfg.OnEvent, cfg.Resolver = true, t.OnEvent, t.Resolver()
 //	st, err := engine.New(cfg)
 //	t.Bind(st, xskFD)
 //
@@ -26,35 +29,56 @@ import (
 // finding nothing to read), and maps that to the Transport's "not now".
 // Every call happens on the core goroutine, so OnEvent (run by the Stack
 // under its lock, inside those calls) appends to a queue only that
-// goroutine touches.
+// goroutine touches. A dial to a peer whose MAC the Stack has not cached
+// is pending while a worker resolves it (neighbors.go).
 type EngineTransport struct {
 	cfg       EngineTransportConfig
 	st        *engine.Stack
 	waitFD    int
+	neigh     *neighbors // nil: the Stack's own Resolver answers inside Dial
 	conns     map[ConnID]*engine.Conn
 	listeners map[uint16]*engine.Listener
 	pending   []engineEvent
 	now       chan struct{} // closed: "do not wait"
-	lastWork  time.Time     // last Poll that did something
+
+	// Dials waiting for a neighbour resolution (core goroutine only).
+	dialing     map[ConnID]pendingDial
+	resolving   map[[4]byte][]ConnID // addresses being resolved → dials waiting on each
+	nextPending ConnID
+	dialed      []TransportEvent // TEDialed events not yet taken by Events
 }
+
+// pendingDial is a dial waiting for its peer's MAC.
+type pendingDial struct {
+	ip   [4]byte
+	port uint16
+	opts ndp.DialOptions
+}
+
+// pendingConnBit marks the ConnIDs of pending dials. Engine handles are
+// generation<<32 | index+1; the bit would collide only with a connection
+// slot reused 2^31 times, and a pending ID lives for one resolution.
+const pendingConnBit ConnID = 1 << 63
 
 // EngineTransportConfig tunes the adapter. The zero value is valid.
 type EngineTransportConfig struct {
-	// DialTimeout bounds the neighbour resolution of a Dial to an address
-	// not in the Stack's cache (the core loop waits for it). Default 1s.
+	// DialTimeout bounds one neighbour resolution (ARP for a peer the
+	// Stack has not cached). Default 1s. With Resolvers the core does not
+	// wait for it: the dial is answered (TEDialed) when it ends, success or
+	// engine.ErrNoNeighbor with the address.
 	DialTimeout time.Duration
-	// BusyPollTimeout is how long the core may sleep while connections are
-	// open and the stack did work in the last IdleAfter: the engine does not
-	// export its next timer or pull release time, and a paced PULL released
-	// late delays the data it elicits. Default 200us: 20us was measured
-	// worse on the 2-vCPU VM (the extra wakeups steal the CPU the peer
-	// needs; docs/BENCHMARKS.md).
-	BusyPollTimeout time.Duration
-	// IdleTimeout is how long the core may sleep while connections are open
-	// but the stack has been idle for IdleAfter (RTO granularity). Default 1ms.
-	IdleTimeout time.Duration
-	// IdleAfter: see above. Default 1ms.
-	IdleAfter time.Duration
+	// Resolvers are the blocking neighbour resolvers (engine.KernelResolver,
+	// which is not safe for concurrent use: one each) the adapter resolves
+	// with, one worker goroutine per resolver, so at most len(Resolvers)
+	// resolutions run at once. The adapter owns them: they are closed when
+	// the Stack closes its Resolver (t.Resolver()). Empty: the Stack's own
+	// Resolver answers inside Dial on the core goroutine, so it must not
+	// block (engine.StaticResolver; tests).
+	Resolvers []engine.Resolver
+	// ResolveQueue bounds the addresses waiting for a free resolver; a
+	// dial to one more unresolved address fails at once with
+	// ErrResolverBusy (backpressure). Default 64.
+	ResolveQueue int
 	// Backlog is the engine listener backlog per port. Default 1024.
 	Backlog int
 }
@@ -64,30 +88,49 @@ type engineEvent struct {
 	kind ndp.EventKind
 }
 
-// NewEngineTransport returns an adapter to Bind to a Stack.
+// NewEngineTransport returns an adapter to Bind to a Stack. With
+// cfg.Resolvers it starts their worker goroutines (stopped when the Stack
+// closes its Resolver).
 func NewEngineTransport(cfg EngineTransportConfig) *EngineTransport {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = time.Second
 	}
-	if cfg.BusyPollTimeout == 0 {
-		cfg.BusyPollTimeout = 200 * time.Microsecond
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = time.Millisecond
-	}
-	if cfg.IdleAfter == 0 {
-		cfg.IdleAfter = time.Millisecond
+	if cfg.ResolveQueue == 0 {
+		cfg.ResolveQueue = 64
 	}
 	if cfg.Backlog == 0 {
 		cfg.Backlog = 1024
 	}
 	now := make(chan struct{})
 	close(now)
-	return &EngineTransport{
+	t := &EngineTransport{
 		cfg: cfg, waitFD: -1, now: now,
 		conns:     make(map[ConnID]*engine.Conn),
 		listeners: make(map[uint16]*engine.Listener),
 		pending:   make([]engineEvent, 0, 1024),
+		dialing:   make(map[ConnID]pendingDial),
+		resolving: make(map[[4]byte][]ConnID),
+	}
+	if len(cfg.Resolvers) > 0 {
+		t.neigh = newNeighbors(cfg.Resolvers, cfg.ResolveQueue, cfg.DialTimeout)
+	}
+	return t
+}
+
+// Resolver is the non-blocking engine.Resolver to build the Stack with
+// when Config.Resolvers is set (nil otherwise). Closing it (the Stack
+// does, on Close) stops the workers and closes Config.Resolvers.
+func (t *EngineTransport) Resolver() engine.Resolver {
+	if t.neigh == nil {
+		return nil
+	}
+	return t.neigh
+}
+
+// SetWakeup implements Transport: a finished resolution wakes the core.
+func (t *EngineTransport) SetWakeup(wake func()) {
+	if t.neigh != nil {
+		t.neigh.setWake(wake)
 	}
 }
 
@@ -121,20 +164,76 @@ func (t *EngineTransport) Unlisten(port uint16) {
 	}
 }
 
-func (t *EngineTransport) Dial(remote netip.AddrPort, opts DialOptions) (ConnID, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.DialTimeout)
-	defer cancel()
+func (t *EngineTransport) Dial(remote netip.AddrPort, opts DialOptions) (ConnID, bool, error) {
 	o := ndp.DialOptions{Size: opts.Size, Priority: opts.Priority, Paced: opts.Paced}
 	if opts.Deadline > 0 {
 		o.Deadline = t.st.Now() + ndp.Time(opts.Deadline)
 	}
-	c, err := t.st.Dial(ctx, remote.Addr().Unmap().As4(), remote.Port(), o)
-	if err != nil {
-		return 0, err
+	ip, port := remote.Addr().Unmap().As4(), remote.Port()
+	ctx := context.Background() // t.neigh's Resolve never blocks
+	if t.neigh == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.cfg.DialTimeout)
+		defer cancel()
 	}
-	id := ConnID(c.Handle())
-	t.conns[id] = c
-	return id, nil
+	c, err := t.st.Dial(ctx, ip, port, o)
+	if err == nil {
+		id := ConnID(c.Handle())
+		t.conns[id] = c
+		return id, false, nil
+	}
+	if t.neigh == nil || !errors.Is(err, errNeedResolve) {
+		return 0, false, err
+	}
+	// Not cached: resolve in the background (one resolution per address,
+	// however many dials wait for it).
+	waiting, inFlight := t.resolving[ip]
+	if !inFlight && !t.neigh.start(ip) {
+		return 0, false, fmt.Errorf("%w (%d waiting): %v", ErrResolverBusy, len(t.resolving), remote.Addr())
+	}
+	t.nextPending++
+	id := pendingConnBit | t.nextPending
+	t.resolving[ip] = append(waiting, id)
+	t.dialing[id] = pendingDial{ip: ip, port: port, opts: o}
+	return id, true, nil
+}
+
+// finishResolutions turns finished resolutions into TEDialed events: the
+// dials waiting on each address are made now (the Stack takes the MAC from
+// the hand-off and caches it), or fail with the resolution's error.
+func (t *EngineTransport) finishResolutions() {
+	for {
+		var r neighborResult
+		select {
+		case r = <-t.neigh.results:
+		default:
+			return
+		}
+		ids := t.resolving[r.ip]
+		delete(t.resolving, r.ip)
+		if r.err == nil {
+			t.neigh.handOff(r.ip, r.mac)
+		}
+		for _, id := range ids {
+			pd, ok := t.dialing[id]
+			if !ok {
+				continue // aborted while it waited
+			}
+			delete(t.dialing, id)
+			ev := TransportEvent{Kind: TEDialed, Conn: id, Err: r.err}
+			if r.err == nil {
+				c, err := t.st.Dial(context.Background(), pd.ip, pd.port, pd.opts)
+				if err != nil {
+					ev.Err = err
+				} else {
+					ev.Dialed = ConnID(c.Handle())
+					t.conns[ev.Dialed] = c
+				}
+			}
+			t.dialed = append(t.dialed, ev)
+		}
+		t.neigh.clearHandOff()
+	}
 }
 
 // notNow maps the engine's "would block" to the Transport's (n, nil).
@@ -172,6 +271,10 @@ func (t *EngineTransport) Read(id ConnID, p []byte) (int, error) {
 }
 
 func (t *EngineTransport) Release(id ConnID) {
+	if _, ok := t.dialing[id]; ok {
+		delete(t.dialing, id) // nothing was sent: cancelling is all there is
+		return
+	}
 	if c := t.conns[id]; c != nil {
 		c.Close()
 		delete(t.conns, id)
@@ -179,24 +282,30 @@ func (t *EngineTransport) Release(id ConnID) {
 }
 
 func (t *EngineTransport) Abort(id ConnID) {
+	if _, ok := t.dialing[id]; ok {
+		delete(t.dialing, id)
+		return
+	}
 	if c := t.conns[id]; c != nil {
 		c.Abort()
 		delete(t.conns, id)
 	}
 }
 
-func (t *EngineTransport) Poll() bool {
-	if t.st.Poll() {
-		t.lastWork = time.Now()
-		return true
-	}
-	return false
-}
+func (t *EngineTransport) Poll() bool { return t.st.Poll() }
 
 // Events translates the queued engine events. Accepted connections are
 // taken off their listener's backlog (in order; the backlog is FIFO).
 func (t *EngineTransport) Events(dst []TransportEvent) int {
+	if t.neigh != nil && len(t.neigh.results) > 0 {
+		t.finishResolutions()
+	}
 	n := 0
+	for n < len(dst) && len(t.dialed) > 0 {
+		dst[n] = t.dialed[0]
+		t.dialed = t.dialed[:copy(t.dialed, t.dialed[1:])]
+		n++
+	}
 	for n < len(dst) && len(t.pending) > 0 {
 		ev := t.pending[0]
 		t.pending = t.pending[1:]
@@ -233,17 +342,18 @@ func (t *EngineTransport) Events(dst []TransportEvent) int {
 	return n
 }
 
+// PollTimeout is the time until the Stack's next deadline (timer, paced
+// PULL, pacer retry: engine.Stack.NextDeadline), 0 with events or
+// resolutions waiting, -1 when only input can make work.
 func (t *EngineTransport) PollTimeout() time.Duration {
-	if len(t.pending) > 0 {
+	if len(t.pending) > 0 || len(t.dialed) > 0 || (t.neigh != nil && len(t.neigh.results) > 0) {
 		return 0
 	}
-	if len(t.conns) == 0 {
+	at, ok := t.st.NextDeadline()
+	if !ok {
 		return -1
 	}
-	if time.Since(t.lastWork) < t.cfg.IdleAfter {
-		return t.cfg.BusyPollTimeout
-	}
-	return t.cfg.IdleTimeout
+	return time.Duration(max(at-t.st.Now(), 0))
 }
 
 func (t *EngineTransport) WaitFD() int { return t.waitFD }

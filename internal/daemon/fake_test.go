@@ -22,6 +22,13 @@ type loopTransport struct {
 	next      ConnID
 	events    []TransportEvent
 	dials     int
+
+	// Neighbour resolution, as a test drives it: dials to an address in
+	// unresolved are pending until resolve(addr, err) finishes them.
+	unresolved map[netip.Addr]bool
+	dialing    map[ConnID]netip.AddrPort // pending dials
+	cancelled  int                       // pending dials the core aborted or released
+	wake       func()
 }
 
 type loopConn struct {
@@ -59,14 +66,82 @@ func (t *loopTransport) Unlisten(port uint16) {
 	delete(t.listening, port)
 }
 
-func (t *loopTransport) Dial(remote netip.AddrPort, _ DialOptions) (ConnID, error) {
+func (t *loopTransport) Dial(remote netip.AddrPort, _ DialOptions) (ConnID, bool, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.dials++
 	t.next++
+	if t.unresolved[remote.Addr()] {
+		if t.dialing == nil {
+			t.dialing = map[ConnID]netip.AddrPort{}
+		}
+		t.dialing[t.next] = remote
+		return t.next, true, nil
+	}
 	a := &loopConn{id: t.next, dialer: true, port: remote.Port()}
 	t.conns[a.id] = a
-	return a.id, nil
+	return a.id, false, nil
+}
+
+func (t *loopTransport) SetWakeup(wake func()) {
+	t.mu.Lock()
+	t.wake = wake
+	t.mu.Unlock()
+}
+
+// setUnresolved makes dials to addr pending (or not).
+func (t *loopTransport) setUnresolved(addr netip.Addr, on bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.unresolved == nil {
+		t.unresolved = map[netip.Addr]bool{}
+	}
+	t.unresolved[addr] = on
+}
+
+// resolve finishes every pending dial to addr: with err, or connected. It
+// returns how many it finished and wakes the core.
+func (t *loopTransport) resolve(addr netip.Addr, err error) int {
+	t.mu.Lock()
+	n := 0
+	for id, remote := range t.dialing {
+		if remote.Addr() != addr {
+			continue
+		}
+		delete(t.dialing, id)
+		ev := TransportEvent{Kind: TEDialed, Conn: id, Err: err}
+		if err == nil {
+			t.next++
+			a := &loopConn{id: t.next, dialer: true, port: remote.Port()}
+			t.conns[a.id] = a
+			ev.Dialed = a.id
+		}
+		t.events = append(t.events, ev)
+		n++
+	}
+	wake := t.wake
+	t.mu.Unlock()
+	if wake != nil {
+		wake()
+	}
+	return n
+}
+
+// pendingDials counts dials waiting for resolve.
+func (t *loopTransport) pendingDials() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.dialing)
+}
+
+// cancelPending drops a pending dial (Abort / Release of its ID).
+func (t *loopTransport) cancelPendingLocked(id ConnID) bool {
+	if _, ok := t.dialing[id]; ok {
+		delete(t.dialing, id)
+		t.cancelled++
+		return true
+	}
+	return false
 }
 
 // open creates the acceptor side on first data (zero-RTT).
@@ -191,6 +266,9 @@ func (t *loopTransport) Read(id ConnID, p []byte) (int, error) {
 func (t *loopTransport) Release(id ConnID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.cancelPendingLocked(id) {
+		return
+	}
 	c := t.conns[id]
 	if c == nil {
 		return
@@ -225,6 +303,9 @@ func (t *loopTransport) abortLocked(c *loopConn) {
 func (t *loopTransport) Abort(id ConnID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.cancelPendingLocked(id) {
+		return
+	}
 	if c := t.conns[id]; c != nil {
 		c.released = true
 		t.abortLocked(c)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/engine"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/ring"
 )
@@ -53,10 +54,12 @@ const (
 	StatusDraining
 	StatusBadSlot
 	StatusInternal
+	StatusNoNeighbor
+	StatusResolverBusy
 	statusCount
 )
 
-var statusNames = [...]string{"ok", "reset", "refused", "deadline unmeetable", "timeout", "closed", "too many connections", "port in use", "invalid argument", "daemon draining", "bad slot", "internal error"}
+var statusNames = [...]string{"ok", "reset", "refused", "deadline unmeetable", "timeout", "closed", "too many connections", "port in use", "invalid argument", "daemon draining", "bad slot", "internal error", "neighbour unreachable", "too many neighbour resolutions"}
 
 func (s Status) String() string {
 	if s < statusCount {
@@ -85,9 +88,13 @@ var (
 	ErrNoSlot = errors.New("ndpd: no free socket slot")
 	// ErrNotAllowed: the control socket refused the peer's credentials.
 	ErrNotAllowed = errors.New("ndpd: peer credentials not allowed")
+	// ErrResolverBusy: a dial needed a neighbour resolution while ndpd
+	// already had its bound of addresses waiting to be resolved
+	// (backpressure; retry later).
+	ErrResolverBusy = errors.New("ndpd: too many neighbour resolutions in progress")
 )
 
-var statusErrors = [...]error{nil, ndp.ErrConnReset, ndp.ErrConnRefused, ndp.ErrDeadlineUnmeetable, ndp.ErrTimeout, ndp.ErrClosed, ndp.ErrTooManyConns, ndp.ErrPortInUse, ndp.ErrInvalidConfig, ErrDraining, ErrBadSlot, ErrInternal}
+var statusErrors = [...]error{nil, ndp.ErrConnReset, ndp.ErrConnRefused, ndp.ErrDeadlineUnmeetable, ndp.ErrTimeout, ndp.ErrClosed, ndp.ErrTooManyConns, ndp.ErrPortInUse, ndp.ErrInvalidConfig, ErrDraining, ErrBadSlot, ErrInternal, engine.ErrNoNeighbor, ErrResolverBusy}
 
 // Err returns the sentinel error of s (nil for StatusOK). Unknown codes from
 // a newer peer map to ErrProtocol.

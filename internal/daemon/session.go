@@ -16,14 +16,16 @@ const (
 	sockBound                    // bound to a transport connection
 	sockFailed                   // connect failed; TX is discarded until the app closes the slot
 	sockFreeing                  // closed; OpSlotFree waits for room on RX(slot)
+	sockDialing                  // dial pending (neighbour resolution): TX waits, the OpReply comes with TEDialed
 )
 
 // socket is the daemon-private state of one slot. Nothing here is in
 // shared memory.
 type socket struct {
-	state sockState
-	conn  ConnID
-	opts  DialOptions // accumulated OpSetOption values for the next OpConnect
+	state      sockState
+	conn       ConnID
+	opts       DialOptions // accumulated OpSetOption values for the next OpConnect
+	dialCookie uint64      // sockDialing: the OpConnect's cookie, for its deferred OpReply
 
 	// TX: the head descriptor of TX(slot) may be partly written (the
 	// transport's send buffer filled up). It stays in the ring (Peek without
@@ -176,8 +178,16 @@ func (c *Core) command(s *session, d *ring.Desc) {
 		case c.draining:
 			st = StatusDraining
 		default:
-			conn, err := c.tr.Dial(remote, opts)
+			conn, pending, err := c.tr.Dial(remote, opts)
 			st = StatusOf(err)
+			if err == nil && pending {
+				// The transport resolves the peer's MAC off the core loop;
+				// TX(slot) waits, the reply comes with TEDialed.
+				*so = socket{state: sockDialing, conn: conn, dialCookie: d.Cookie}
+				c.bind(conn, s, slot)
+				c.stats.DialsDeferred++
+				return
+			}
 			if err == nil {
 				*so = socket{state: sockBound, conn: conn}
 				c.bind(conn, s, slot)
@@ -215,7 +225,7 @@ func (c *Core) command(s *session, d *ring.Desc) {
 		case ring.OpClose:
 			so.closeReq = true
 		case OpAbort:
-			if so.state == sockBound {
+			if so.state == sockBound || so.state == sockDialing {
 				c.unbind(so.conn)
 				c.tr.Abort(so.conn)
 			}
@@ -271,7 +281,7 @@ func (c *Core) pollTX(s *session) bool {
 		if so.state == sockFree || so.state == sockFreeing {
 			continue
 		}
-		if !so.blocked || so.state != sockBound {
+		if so.state != sockDialing && (!so.blocked || so.state != sockBound) {
 			if c.txSlot(s, slot, so) {
 				work = true
 			}
@@ -376,7 +386,7 @@ func (c *Core) flushCompletions(s *session) {
 // connection back (graceful Release; Abort already happened for OpAbort),
 // the app gets EvSlotFree, and an accept slot returns to the free list.
 func (c *Core) finishClose(s *session, slot int, so *socket) {
-	if so.state == sockBound {
+	if so.state == sockBound || so.state == sockDialing { // a pending dial: Release cancels it
 		c.unbind(so.conn)
 		c.tr.Release(so.conn)
 	}

@@ -19,7 +19,12 @@ type Transport interface {
 	Listen(port uint16) error
 	Unlisten(port uint16)
 	// Dial registers a connection (zero-RTT: nothing is sent before data).
-	Dial(remote netip.AddrPort, opts DialOptions) (ConnID, error)
+	// It never waits: when the transport must first resolve the peer's
+	// link address, it returns pending = true and an ID that only
+	// identifies the dial until TEDialed reports on it (with the
+	// connection's ID, or the error); Abort or Release of a pending ID
+	// cancels the dial.
+	Dial(remote netip.AddrPort, opts DialOptions) (id ConnID, pending bool, err error)
 	// Write copies as much of p as fits into c's send buffer.
 	Write(c ConnID, p []byte) (int, error)
 	// CloseWrite queues a FIN after the data written so far.
@@ -44,6 +49,10 @@ type Transport interface {
 	// WaitFD is a descriptor that becomes readable when the network has
 	// input for Poll (the AF_XDP socket), or -1.
 	WaitFD() int
+	// SetWakeup gives the transport a function that wakes the core (safe
+	// from any goroutine): its background work (a neighbour resolution
+	// finishing) calls it after making the result visible to Events.
+	SetWakeup(wake func())
 }
 
 // TransportEventKind says what a TransportEvent reports.
@@ -58,6 +67,9 @@ const (
 	TEWritable
 	// TEClosed: Conn is finished (Err nil = clean); Read reports the rest.
 	TEClosed
+	// TEDialed: the pending dial Conn finished: Err, or the connection is
+	// Dialed from now on (Conn is dead either way).
+	TEDialed
 )
 
 // TransportEvent is one connection event of a Transport.
@@ -67,5 +79,6 @@ type TransportEvent struct {
 	LocalPort uint16         // TEAccepted: the listened port it arrived on
 	Remote    netip.AddrPort // TEAccepted
 	Priority  uint8          // TEAccepted
-	Err       error          // TEClosed
+	Err       error          // TEClosed, TEDialed
+	Dialed    ConnID         // TEDialed: the connection's ID
 }

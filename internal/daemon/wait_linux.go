@@ -53,7 +53,7 @@ func (c *Core) pending() bool {
 			if so.state == sockFree {
 				continue
 			}
-			if (!so.blocked || so.state != sockBound) && s.end.Sockets[slot].TX.Pending() {
+			if so.state != sockDialing && (!so.blocked || so.state != sockBound) && s.end.Sockets[slot].TX.Pending() {
 				return true
 			}
 			// A readable socket is work only if a delivery could happen: room

@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
+)
+
+// Pending dials (neighbour resolution off the core loop) over the loop
+// transport, where the test decides when and how each resolution ends.
+
+var unresolvedAddr = netip.MustParseAddr("10.0.0.77")
+
+func TestPendingDialConnectsAfterResolution(t *testing.T) {
+	h := startHarness(t, smallConfig(), ServerConfig{})
+	h.tr.setUnresolved(unresolvedAddr, true)
+	srvApp, cliApp, other := h.attach(), h.attach(), h.attach()
+	l, err := srvApp.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go echoServer(t, l)
+	s, err := cliApp.Dial(netip.AddrPortFrom(unresolvedAddr, 7), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := payload(5000, 3) // zero-RTT: written before the dial is resolved
+	dl := time.Now().Add(20 * time.Second)
+	if _, err := s.Write(msg, dl, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "dial pending", 5*time.Second, func() (bool, string) {
+		return h.tr.pendingDials() == 1, fmt.Sprint(h.tr.pendingDials())
+	})
+	// While it waits, the core serves everyone else, the same app included.
+	for i := 0; i < 20; i++ {
+		for _, app := range []*Client{other, cliApp} {
+			m := payload(100+i, byte(i))
+			if got := call(t, app, 7, m); !bytes.Equal(got, m) {
+				t.Fatalf("call %d during a pending dial: echo differs", i)
+			}
+		}
+	}
+	if n := h.tr.resolve(unresolvedAddr, nil); n != 1 {
+		t.Fatalf("resolved %d dials, want 1", n)
+	}
+	got, err := readAll(s, dl)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("after resolution: %v, %d/%d bytes", err, len(got), len(msg))
+	}
+	s.Close()
+	snap := poolSettled(t, h.path, 3)
+	if snap.Core.DialsDeferred != 1 || snap.Core.DialsUnresolved != 0 {
+		t.Fatalf("core counters %+v", snap.Core)
+	}
+}
+
+func TestPendingDialFailureReachesApp(t *testing.T) {
+	h := startHarness(t, smallConfig(), ServerConfig{})
+	h.tr.setUnresolved(unresolvedAddr, true)
+	app := h.attach()
+	remote := netip.AddrPortFrom(unresolvedAddr, 7)
+	s, err := app.Dial(remote, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := time.Now().Add(20 * time.Second)
+	if _, err := s.Write([]byte("lost"), dl, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "dial pending", 5*time.Second, func() (bool, string) {
+		return h.tr.pendingDials() == 1, fmt.Sprint(h.tr.pendingDials())
+	})
+	h.tr.resolve(unresolvedAddr, fmt.Errorf("%w: %v (ARP timed out)", engine.ErrNoNeighbor, unresolvedAddr))
+	_, err = s.Read(make([]byte, 16), dl, nil)
+	if !errors.Is(err, engine.ErrNoNeighbor) || !strings.Contains(err.Error(), remote.String()) {
+		t.Fatalf("read after a failed resolution: %v, want ErrNoNeighbor naming %v", err, remote)
+	}
+	s.Close()
+	waitFor(t, "slot freed", 5*time.Second, func() (bool, string) {
+		snap, err := QueryStatus(h.path)
+		if err != nil {
+			return false, err.Error()
+		}
+		return snap.Core.DialsUnresolved == 1 && snap.Apps[0].OpenSockets == 0, fmt.Sprintf("core %+v, app %+v", snap.Core, snap.Apps[0])
+	})
+	poolSettled(t, h.path, 1)
+}
+
+// TestPendingDialCancelled: a pending dial the app aborts or closes, or
+// whose app dies, is cancelled in the transport and its slot comes back.
+func TestPendingDialCancelled(t *testing.T) {
+	for _, how := range []string{"abort", "close", "app death"} {
+		t.Run(how, func(t *testing.T) {
+			h := startHarness(t, smallConfig(), ServerConfig{})
+			h.tr.setUnresolved(unresolvedAddr, true)
+			keep := h.attach()
+			app, err := Attach(h.path, ClientConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer app.Close()
+			s, err := app.Dial(netip.AddrPortFrom(unresolvedAddr, 7), DialOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "dial pending", 5*time.Second, func() (bool, string) {
+				return h.tr.pendingDials() == 1, fmt.Sprint(h.tr.pendingDials())
+			})
+			apps := 2
+			switch how {
+			case "abort":
+				s.Abort()
+			case "close":
+				s.Close()
+			case "app death":
+				app.ctl.Close()
+				apps = 1
+			}
+			waitFor(t, "pending dial cancelled", 5*time.Second, func() (bool, string) {
+				h.tr.mu.Lock()
+				defer h.tr.mu.Unlock()
+				return len(h.tr.dialing) == 0 && h.tr.cancelled == 1, fmt.Sprintf("pending %d cancelled %d", len(h.tr.dialing), h.tr.cancelled)
+			})
+			waitFor(t, "slots freed", 5*time.Second, func() (bool, string) {
+				snap, err := QueryStatus(h.path)
+				if err != nil {
+					return false, err.Error()
+				}
+				open := 0
+				for _, a := range snap.Apps {
+					open += a.OpenSockets
+				}
+				return open == 0, fmt.Sprint(open, " open sockets")
+			})
+			poolSettled(t, h.path, apps)
+			// A late result for the cancelled dial is ignored.
+			if n := h.tr.resolve(unresolvedAddr, nil); n != 0 {
+				t.Fatalf("resolved %d cancelled dials", n)
+			}
+			_ = keep
+		})
+	}
+}
