@@ -75,6 +75,7 @@ func (a *attached) listen(port uint16, _ int) (backendListener, error) {
 
 func (a *attached) localAddr() netip.Addr { return a.c.LocalAddr() }
 func (a *attached) now() int64            { return int64(time.Since(a.epoch)) }
+func (a *attached) stats() (Stats, error) { return Stats{}, ErrStatsUnavailable }
 func (a *attached) close() error          { return attachedErr(a.c.Close()) }
 
 type attachedConn struct{ s *daemon.ClientSock }

@@ -148,6 +148,13 @@ func TestAttachedStackMessagesAndConns(t *testing.T) {
 	}
 }
 
+func TestAttachedStats(t *testing.T) {
+	cli, _, _ := attachedPair(t)
+	if _, err := cli.Stats(); !errors.Is(err, ErrStatsUnavailable) {
+		t.Fatalf("Stats on an attached stack: %v, want ErrStatsUnavailable", err)
+	}
+}
+
 func TestAttachedStackDaemonGone(t *testing.T) {
 	cli, srv, da := attachedPair(t)
 	l, err := srv.Listen(7)

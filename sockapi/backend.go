@@ -42,6 +42,8 @@ type backend interface {
 	localAddr() netip.Addr
 	// now is the clock D3 deadlines are expressed on (nanoseconds).
 	now() int64
+	// stats reports the stack's counters (ErrStatsUnavailable if it has none to give).
+	stats() (Stats, error)
 	close() error
 }
 

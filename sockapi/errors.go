@@ -37,4 +37,7 @@ var (
 	ErrInvalidConfig = errors.New("sockapi: invalid config")
 	// ErrMessageTooLarge: CallInto's response buffer is too small.
 	ErrMessageTooLarge = errors.New("sockapi: message larger than the buffer")
+	// ErrStatsUnavailable: Stack.Stats on a stack attached to ndpd (the
+	// daemon's counters are in `ndpd status`).
+	ErrStatsUnavailable = errors.New("sockapi: counters not available through ndpd (see ndpd status)")
 )

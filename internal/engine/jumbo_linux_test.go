@@ -67,6 +67,10 @@ func TestXDPJumboMTU(t *testing.T) {
 			if min := uint64((size + mss - 1) / mss); st.DataOut < min || st.DataOut > min+min/4 {
 				t.Errorf("%d DATA packets for %d bytes at MSS %d (want about %d)", st.DataOut, size, mss, min)
 			}
+			ls := a.Stats().Link
+			if ls.TxFrames < st.FramesOut || ls.TxKicks == 0 || ls.TxKicks > ls.TxFrames || ls.InvalidDescriptors != 0 {
+				t.Errorf("link counters %+v do not match the endpoint's %d frames out", ls, st.FramesOut)
+			}
 			t.Logf("interface MTU %d: stack MTU %d, %d DATA packets, %d retransmitted", tc.ifMTU, tc.wantMTU, st.DataOut, st.Retransmits)
 		})
 	}

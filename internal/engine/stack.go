@@ -32,7 +32,25 @@ type Stats struct {
 	Wakeups        uint64 // times the background poller slept and woke
 	Endpoint       ndp.Stats
 	PullQueue      pullpacer.QueueStats
+	// Link is the link's own counters, when it keeps any (an AF_XDP link
+	// reports its socket's; an in-memory link reports none).
+	Link LinkStats
 }
+
+// LinkStats are a link's counters: what crossed it, in how many batches
+// and syscalls, and what it or the kernel dropped.
+type LinkStats struct {
+	RxFrames, RxBatches uint64 // frames received, Receive calls that returned some
+	TxFrames, TxBatches uint64 // frames sent, Transmit calls that sent some
+	TxKicks             uint64 // transmit syscalls (AF_XDP: sendto)
+	TxRingFull          uint64 // transmits that found the ring full (backpressure)
+	RxDropped           uint64 // frames the kernel dropped: RX ring full, no fill buffer, or other
+	RxFillEmpty         uint64 // times the kernel found no receive buffer posted
+	InvalidDescriptors  uint64 // descriptors the kernel refused (a bug if ever non-zero)
+}
+
+// linkStatser is implemented by links that keep counters.
+type linkStatser interface{ LinkStats() LinkStats }
 
 // Stack is one NDP stack on one link (interface queue): the NDP endpoint,
 // the host pull queue, the edge pacer, the neighbour cache and the
@@ -157,6 +175,9 @@ func (s *Stack) Stats() Stats {
 	st.Endpoint = s.ep.Stats()
 	st.PullQueue = s.pulls.Stats()
 	st.Wakeups = s.wakeups.Load()
+	if ls, ok := s.link.(linkStatser); ok {
+		st.Link = ls.LinkStats()
+	}
 	return st
 }
 

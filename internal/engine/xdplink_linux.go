@@ -248,3 +248,21 @@ func (l *XDPLink) Close() error {
 	unix.Close(l.efd)
 	return err
 }
+
+// LinkStats reports the AF_XDP socket's counters (ours and the kernel's).
+func (l *XDPLink) LinkStats() LinkStats {
+	qs, _ := l.port.Stats() // kernel counters read as zero if the getsockopt failed
+	var s LinkStats
+	for _, q := range qs {
+		s.RxFrames += q.RxFrames
+		s.RxBatches += q.RxBatches
+		s.TxFrames += q.TxFrames
+		s.TxBatches += q.TxBatches
+		s.TxKicks += q.TxKicks
+		s.TxRingFull += q.TxRingFull
+		s.RxDropped += q.KernelRxDropped + q.KernelRxRingFull
+		s.RxFillEmpty += q.KernelRxFillRingEmpty
+		s.InvalidDescriptors += q.KernelRxInvalidDescs + q.KernelTxInvalidDescs + q.TxInvalid
+	}
+	return s
+}

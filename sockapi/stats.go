@@ -1,0 +1,44 @@
+package sockapi
+
+import (
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+)
+
+// Stats are a stack's counters since it was opened: what a benchmark or an
+// operator checks first when latency or throughput is off (retransmissions,
+// trimmed packets, refused frames, batches per syscall).
+type Stats struct {
+	// Endpoint is the protocol's counters: frames and bytes, DATA pushed
+	// and pulled, ACK/NACK/PULL/RESET, trimmed and bounced packets,
+	// retransmissions and their causes, frames refused (malformed, bad
+	// checksum, unknown connection, time-wait) and connections.
+	Endpoint ndp.Stats
+	// PullQueue is the receiver's pull pacer.
+	PullQueue pullpacer.QueueStats
+	// Link is the interface queue's (AF_XDP socket's) counters; zero for
+	// stacks over an in-memory pipe.
+	Link LinkStats
+
+	Polls         uint64 // engine batches run
+	Wakeups       uint64 // times a poller slept and woke
+	RxRejected    uint64 // frames the endpoint refused (the reasons are in Endpoint)
+	AcceptDropped uint64 // inbound connections refused: no listener, or its backlog was full
+	Quenched      uint64 // connections failed because their D3 deadline was unmeetable
+}
+
+// LinkStats are an interface queue's counters.
+type LinkStats struct {
+	RxFrames, RxBatches uint64 // frames received, and the batches they came in
+	TxFrames, TxBatches uint64 // frames sent, and the batches they left in
+	TxKicks             uint64 // transmit syscalls
+	TxRingFull          uint64 // transmits that found the ring full (backpressure)
+	RxDropped           uint64 // frames the kernel dropped (RX ring full, no buffer, other)
+	RxFillEmpty         uint64 // times the kernel found no receive buffer posted
+	InvalidDescriptors  uint64 // descriptors refused (a bug if ever non-zero)
+}
+
+// Stats returns the stack's counters. An embedded stack reports its own;
+// a stack attached to ndpd returns ErrStatsUnavailable (the daemon's
+// counters are in `ndpd status`).
+func (s *Stack) Stats() (Stats, error) { return s.b.stats() }
