@@ -108,10 +108,7 @@ func demoIncast(k, size, rounds int) ([]incastResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := br.Run("link", "add", "br0", "type", "bridge"); err != nil {
-		return nil, err
-	}
-	if _, err := br.Run("link", "set", "br0", "up"); err != nil {
+	if err := br.NewBridge("br0"); err != nil { // layer 2 only: no iptables on bridged frames
 		return nil, err
 	}
 	type host struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -370,4 +371,28 @@ func output(name string, args ...string) (string, error) {
 		return "", fmt.Errorf("testbed: %s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// NewBridge creates a Linux bridge named name in ns and brings it up: a
+// switch joining veth ends added with `ip link set <veth> master <name>`.
+// The bridge forwards at layer 2 only: if the host loaded br_netfilter
+// (container runtimes do), bridged frames would otherwise also traverse
+// iptables, a per-packet cost no datacenter switch has, so the namespace's
+// bridge-nf-call sysctls are turned off.
+func (ns *Namespace) NewBridge(name string) error {
+	if _, err := ns.Run("link", "add", name, "type", "bridge"); err != nil {
+		return err
+	}
+	if _, err := ns.Run("link", "set", name, "up"); err != nil {
+		return err
+	}
+	return ns.Do(func() error {
+		for _, k := range []string{"iptables", "ip6tables", "arptables"} {
+			err := os.WriteFile("/proc/sys/net/bridge/bridge-nf-call-"+k, []byte("0"), 0)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) { // absent: br_netfilter not loaded
+				return fmt.Errorf("testbed: disable bridge netfilter in %s: %w", ns.Name, err)
+			}
+		}
+		return nil
+	})
 }

@@ -125,3 +125,65 @@ func TestReapStaleNamespace(t *testing.T) {
 		t.Fatalf("stale namespace %s survived New: %v", name, err)
 	}
 }
+
+// A bridge joins hosts at layer 2: kernel UDP crosses it between two
+// namespaces, and bridged frames skip iptables (when br_netfilter exists).
+func TestBridge(t *testing.T) {
+	tb := NewT(t)
+	br, err := tb.NewNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := br.NewBridge("br0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Do(func() error {
+		b, err := os.ReadFile("/proc/sys/net/bridge/bridge-nf-call-iptables")
+		if err == nil && strings.TrimSpace(string(b)) != "0" {
+			t.Errorf("bridge-nf-call-iptables = %q in the bridge namespace", b)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var hosts [2]*Namespace
+	var addrs [2]string
+	for i := range hosts {
+		if hosts[i], err = tb.NewNamespace(); err != nil {
+			t.Fatal(err)
+		}
+		addrs[i] = "10.205.0." + strconv.Itoa(i+1)
+		v, err := tb.NewVeth(hosts[i], br, VethConfig{AddrA: addrs[i] + "/24"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var srv *net.UDPConn
+	if err := hosts[1].Do(func() (err error) {
+		srv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(addrs[1]), Port: 7002})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := hosts[0].Do(func() error {
+		c, err := net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(addrs[1]), Port: 7002})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.Write([]byte("across the bridge"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, err := srv.Read(buf)
+	if err != nil || string(buf[:n]) != "across the bridge" {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+}
