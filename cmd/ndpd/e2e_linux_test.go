@@ -80,6 +80,12 @@ func ndpdBinary(t *testing.T) string {
 			return
 		}
 		os.Chmod(buildDir, 0o755)
+		if bin := os.Getenv("NDPD_E2E_BIN"); bin != "" {
+			// Run the tests against another build (an older commit's ndpd,
+			// to compare measurements side by side).
+			ndpdBin = bin
+			return
+		}
 		ndpdBin = filepath.Join(buildDir, "ndpd")
 		out, err := exec.Command("go", "build", "-o", ndpdBin, ".").CombinedOutput()
 		if err != nil {
