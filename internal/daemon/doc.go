@@ -71,6 +71,10 @@
 // dials, [n/2, n) the daemon allocates for accepts. A dial needs no round
 // trip (zero-RTT: the app puts OpConnect on the cmd ring and its first data
 // on TX(slot) right away; a refusal comes back as OpReply with an error).
+// A dial to a peer the engine has not resolved yet is pending: the daemon
+// resolves the MAC off the core loop (neighbors.go), the data waits on
+// TX(slot), and the OpReply comes when the resolution ends (StatusNoNeighbor
+// if it failed, StatusResolverBusy at once when too many wait).
 // A slot's life always ends with the app's OpClose or OpAbort and the
 // daemon's OpSlotFree on RX(slot); the daemon reuses an accept slot only
 // when RX(slot) is empty, so no stale descriptor can reach the next tenant.
@@ -105,10 +109,11 @@
 // # Waiting and sleeping
 //
 // The core polls adaptively: it spins (Config.SpinFor, 50us, yielding the
-// CPU between idle polls) after its last useful work, then sleeps on every region's
-// WakeDaemon eventfd at once plus a doorbell for control requests and the
-// transport's descriptor, bounded by the transport's next timer
-// (wait_linux.go). The application has no poller goroutine: a goroutine
+// CPU between idle polls) after its last useful work, then sleeps on every
+// region's WakeDaemon eventfd at once plus a doorbell for control requests
+// (and finished neighbour resolutions) and the transport's descriptor, until
+// the transport's next deadline (engine.Stack.NextDeadline: timer, paced
+// PULL, pacer retry), at most MaxSleep (wait_linux.go). The application has no poller goroutine: a goroutine
 // that waits (Read, Accept, Write out of frames, a Listen reply) polls the
 // rings itself under pollMu and, once it would sleep, either becomes the
 // one designated sleeper on the region's WakeApp eventfd or parks on its
