@@ -113,8 +113,9 @@
 // region's WakeDaemon eventfd at once plus a doorbell for control requests
 // (and finished neighbour resolutions) and the transport's descriptor, until
 // the transport's next deadline (engine.Stack.NextDeadline: timer, paced
-// PULL, pacer retry), at most MaxSleep (wait_linux.go). The application has no poller goroutine: a goroutine
-// that waits (Read, Accept, Write out of frames, a Listen reply) polls the
+// PULL, pacer retry), at most MaxSleep (wait_linux.go).
+//
+// The application has no poller goroutine: a goroutine that waits (Read, Accept, Write out of frames, a Listen reply) polls the
 // rings itself under pollMu and, once it would sleep, either becomes the
 // one designated sleeper on the region's WakeApp eventfd or parks on its
 // own channel, which whoever polls signals (clientwait_linux.go). So the
