@@ -151,3 +151,48 @@ func TestPendingDialCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestCoreSleepsWithEndedOpenSlot: a socket whose stream ended (the app
+// read EOF) but which the app keeps open has nothing more to deliver; the
+// core must still sleep (its wakeup check once said "readable" forever and
+// spun a CPU until the app closed the slot).
+func TestCoreSleepsWithEndedOpenSlot(t *testing.T) {
+	cfg := smallConfig()
+	cfg.SpinFor = -1 // sleep as soon as there is no work
+	h := startHarness(t, cfg, ServerConfig{})
+	srvApp, cliApp := h.attach(), h.attach()
+	l, err := srvApp.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go echoServer(t, l)
+	s, err := cliApp.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := time.Now().Add(20 * time.Second)
+	s.Write([]byte("ping"), dl, nil)
+	s.CloseWrite()
+	if got, err := readAll(s, dl); err != nil || string(got) != "ping" {
+		t.Fatalf("echo: %q, %v", got, err)
+	}
+	waitFor(t, "transport connection finished", 5*time.Second, func() (bool, string) {
+		return h.tr.live() == 1, fmt.Sprint(h.tr.live()) // ours, closed, not yet released
+	})
+	loops := func() uint64 {
+		snap, err := QueryStatus(h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Core.Loops
+	}
+	before := loops()
+	time.Sleep(200 * time.Millisecond)
+	// Asleep: a few loops per MaxSleep (10ms) and per status query; a
+	// spinning core makes hundreds of thousands.
+	if n := loops() - before; n > 500 {
+		t.Fatalf("core ran %d loops in 200ms with nothing to do (ended, unclosed slot)", n)
+	}
+	s.Close()
+	poolSettled(t, h.path, 2)
+}

@@ -59,7 +59,10 @@ func (c *Core) pending() bool {
 			// A readable socket is work only if a delivery could happen: room
 			// on its RX ring, frames in the pool, the app under its lent cap
 			// (otherwise a Release from an app wakes us).
-			canDeliver := so.readable && s.lent < c.cfg.MaxLentPerApp && c.pool.Stats().DaemonFree > 0
+			// (Exactly pollRX's conditions: a slot whose stream ended stays
+			// readable after TEClosed but has nothing more to deliver.)
+			canDeliver := so.readable && so.state == sockBound && !so.ended &&
+				s.lent < c.cfg.MaxLentPerApp && c.pool.Stats().DaemonFree > 0
 			if (canDeliver || so.endDue || so.state == sockFreeing) && s.end.Sockets[slot].RX.HasSpace() {
 				return true
 			}
