@@ -33,17 +33,37 @@ type Config struct {
 	// connection starts or after its sender marked LAST. Default 30 (paper).
 	// Range [1, 1024].
 	IW int
-	// RTO is the retransmission timeout for real loss. Default 1ms (the
-	// paper's maximum for a 400us worst-case RTT).
+	// RTO is the initial and the minimum retransmission timeout for real
+	// loss. Default 1ms (the paper's value for a 400us worst-case RTT). Each
+	// connection adapts its RTO to the RTT it measures (RFC 6298: SRTT +
+	// max(10us, 4*RTTVAR), Karn's rule), never below RTO nor above MaxRTO,
+	// starting from the endpoint's estimate for the remote address (RTO if
+	// there is none), and doubles it per timeout round without a valid RTT
+	// sample (backoff, up to MaxRTO). See rtt.go and docs/decisions.md.
 	RTO time.Duration
+	// MaxRTO bounds the adaptive RTO, its backoff and the stall interval.
+	// Default 32*RTO (32ms). Range [RTO, 1 minute]. Unused with FixedRTO.
+	MaxRTO time.Duration
+	// FixedRTO keeps every connection's RTO at exactly RTO, with no backoff
+	// and a constant StallTimeout: the paper's behaviour, for reproducing
+	// it. RTT samples are still taken (Stats, Endpoint.RTT) but not used.
+	FixedRTO bool
 	// StallTimeout: when a sender has work queued but has received no
 	// PULL/ACK/NACK for this long, it probes: a header-only copy of its
 	// first queued retransmission (the peer re-pulls or re-ACKs it), or one
-	// unsolicited new packet. Covers lost PULLs and lost final ACKs.
-	// Default 2*RTO.
+	// unsolicited new packet. Covers lost PULLs and lost final ACKs, and is
+	// the zero-window probe under flow control. Default 2*RTO. Adaptive
+	// (not FixedRTO): StallTimeout + 2*(connection's base RTO - RTO), backed
+	// off like the RTO, at most max(MaxRTO, StallTimeout).
 	StallTimeout time.Duration
-	// MaxRTORetries: consecutive RTO expiries without any feedback from the
+	// MaxRTORetries: consecutive timeout rounds (RTO expiries and stall
+	// probes, at most one per current RTO) without any feedback from the
 	// peer after which the connection fails with ErrTimeout. Default 10.
+	// Range [1, 1<<20]. Rounds come at most one current RTO or stall
+	// interval apart, so giving up takes at most about
+	// (MaxRTORetries+2)*max(MaxRTO, StallTimeout) (FixedRTO: RTO instead of
+	// MaxRTO): 352ms with defaults, and from a connection at the minimum
+	// RTO 1+2+4+8+16+6*32 = 223ms of silence (FixedRTO: about 11ms).
 	MaxRTORetries int
 	// Paths is the number of UDP source ports used as path entropy per
 	// connection. Default 8. Range [1, 256].
@@ -57,8 +77,13 @@ type Config struct {
 	// TimeWait is how long a finished connection's identity is remembered
 	// to reject replays and duplicates (paper: MSL < 1ms) and to re-ACK a
 	// peer still retransmitting its last packets. Default: the longest a
-	// peer keeps retrying before it gives up, (MaxRTORetries+2)*RTO +
-	// 2*StallTimeout (16ms with the other defaults), at least 10ms.
+	// peer with the same configuration keeps retrying before it gives up,
+	// plus 2*StallTimeout, at least 10ms: (MaxRTORetries+2)*max(MaxRTO,
+	// StallTimeout) + 2*StallTimeout = 388ms with the other defaults; with
+	// FixedRTO (MaxRTORetries+2)*max(RTO, StallTimeout) + 2*StallTimeout =
+	// 28ms. The table
+	// holds MaxTimeWait entries: beyond MaxTimeWait/TimeWait connections per
+	// second entries are evicted early (Stats.TimeWaitEvicted).
 	TimeWait time.Duration
 	// MaxTimeWait bounds the time-wait table. When full, the oldest entry is
 	// evicted early (counted in Stats.TimeWaitEvicted). Default MaxConns.
@@ -88,6 +113,9 @@ const (
 	defaultMaxConns   = 1024
 	defaultCtlQueue   = 2048
 	defaultRTORetries = 10
+	defaultMaxRTOMul  = 32          // MaxRTO = 32*RTO
+	maxRTOLimit       = time.Minute // RTO, MaxRTO, StallTimeout
+	maxRTORetries     = 1 << 20
 	maxMTU            = 9216
 	minMTU            = ipOverhead + 64
 	maxWindowPkts     = 1024 // per-direction sequence window (packets in flight)
@@ -106,6 +134,9 @@ func (c *Config) populate() {
 	if c.RTO == 0 {
 		c.RTO = defaultRTO
 	}
+	if c.MaxRTO == 0 && c.RTO <= maxRTOLimit {
+		c.MaxRTO = min(defaultMaxRTOMul*c.RTO, maxRTOLimit)
+	}
 	if c.StallTimeout == 0 {
 		c.StallTimeout = 2 * c.RTO
 	}
@@ -121,8 +152,8 @@ func (c *Config) populate() {
 	if c.SendBuffer == 0 {
 		c.SendBuffer = defaultBuffer
 	}
-	if c.TimeWait == 0 {
-		c.TimeWait = max(defaultTimeWait, time.Duration(c.MaxRTORetries+2)*c.RTO+2*c.StallTimeout)
+	if c.TimeWait == 0 && c.MaxRTORetries <= maxRTORetries && c.RTO <= maxRTOLimit && c.MaxRTO <= maxRTOLimit && c.StallTimeout <= maxRTOLimit {
+		c.TimeWait = max(defaultTimeWait, c.retrySpan()+2*c.StallTimeout)
 	}
 	if c.MaxConns == 0 {
 		c.MaxConns = defaultMaxConns
@@ -149,10 +180,14 @@ func (c *Config) validate() error {
 		return bad("MTU %d outside [%d, %d]", c.MTU, minMTU, maxMTU)
 	case c.IW < 1 || c.IW > maxWindowPkts:
 		return bad("IW %d outside [1, %d]", c.IW, maxWindowPkts)
-	case c.RTO < 0 || c.StallTimeout < 0 || c.TimeWait < 0:
+	case c.RTO < 0 || c.MaxRTO < 0 || c.StallTimeout < 0 || c.TimeWait < 0:
 		return bad("negative duration")
-	case c.MaxRTORetries < 1:
-		return bad("MaxRTORetries %d < 1", c.MaxRTORetries)
+	case c.MaxRTO < c.RTO:
+		return bad("MaxRTO %v < RTO %v", c.MaxRTO, c.RTO)
+	case c.RTO > maxRTOLimit || c.MaxRTO > maxRTOLimit || c.StallTimeout > maxRTOLimit:
+		return bad("RTO %v, MaxRTO %v or StallTimeout %v above %v", c.RTO, c.MaxRTO, c.StallTimeout, maxRTOLimit)
+	case c.MaxRTORetries < 1 || c.MaxRTORetries > maxRTORetries:
+		return bad("MaxRTORetries %d outside [1, 1<<20]", c.MaxRTORetries)
 	case c.Paths < 1 || c.Paths > 256:
 		return bad("Paths %d outside [1, 256]", c.Paths)
 	case c.RecvBuffer < 2*MaxPayload(c.MTU):
@@ -169,6 +204,17 @@ func (c *Config) validate() error {
 		return bad("ControlQueue %d < 16", c.ControlQueue)
 	}
 	return nil
+}
+
+// retrySpan bounds how long a connection keeps retrying without any feedback
+// before it fails with ErrTimeout (MaxRTORetries+1 timeout rounds, each at
+// most one RTO or stall interval after the previous, plus the first).
+func (c *Config) retrySpan() time.Duration {
+	rto := c.MaxRTO
+	if c.FixedRTO {
+		rto = c.RTO
+	}
+	return time.Duration(c.MaxRTORetries+2) * max(rto, c.StallTimeout)
 }
 
 // DialOptions are per-connection options given to Dial.

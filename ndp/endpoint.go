@@ -3,6 +3,7 @@ package ndp
 import (
 	"encoding/binary"
 	"io"
+	"time"
 )
 
 // Endpoint is the NDP protocol state of one host interface: connection
@@ -36,6 +37,8 @@ type Endpoint struct {
 	stats         Stats
 
 	pullShortfall int // bytes pulled packets arrived short of a full frame (TakePullShortfall)
+
+	seeds rttSeeds // endpoint-level RTT estimates that seed new connections (rtt.go)
 }
 
 // TakePullShortfall returns, and resets, how many bytes the DATA packets that peers
@@ -235,6 +238,7 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	c.prio, c.flowSize, c.deadline, c.paced = opts.Priority, opts.Size, opts.Deadline, opts.Paced
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
+	e.seedRTT(c)
 	e.table.put(c.key, c.idx)
 	c.inTable = true
 	e.stats.ConnsOpened++
@@ -438,5 +442,8 @@ func (e *Endpoint) Stats() Stats {
 	s := e.stats
 	s.ConnsActive = e.nActive
 	s.TimeWaitActive = e.tw.Len()
+	if e.seeds.all.valid {
+		s.SRTT, s.RTTVar = time.Duration(e.seeds.all.srtt), time.Duration(e.seeds.all.rttvar)
+	}
 	return s
 }

@@ -109,6 +109,7 @@ func (e *Endpoint) accept(f *Frame, key connKey, now Time) error {
 	c.paced = h.Flags&FlagPaced != 0
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
+	e.seedRTT(c)
 	c.rcv.sync(h.Seq - uint32(h.SynOffset))
 	e.table.put(key, c.idx)
 	c.inTable = true
@@ -206,6 +207,9 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 	e.feedback(c, now)
 	if s.inWindow(h.Seq) {
 		d := s.desc(h.Seq)
+		if d.state == pktInflight && !d.ambiguous {
+			e.rttSample(c, now-d.sentAt, now)
+		}
 		if d.state == pktInflight || d.state == pktRtxQueued {
 			d.state = pktAcked
 			c.paths.ack(h.PathID)

@@ -263,7 +263,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	s.copyOut(b[HeaderOverhead:HeaderOverhead+n], d.off)
 	writeHeaders(b, &c.remote.MAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &c.remote.IP, c.udpSrc(path), e.cfg.UDPPort, &hd, n)
 	if s.rtoAt == 0 {
-		s.rtoAt = now + Time(e.cfg.RTO)
+		s.rtoAt = now + e.rto(c)
 	}
 	s.lastActivity = now
 	e.stats.FramesOut++

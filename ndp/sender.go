@@ -30,6 +30,9 @@ type pktDesc struct {
 	state  pktState
 	flags  Flags // FlagSYN, FlagFIN as first sent
 	first  bool  // part of the first push window
+	// ambiguous: the RTO declared this packet lost, so an ACK may answer an
+	// earlier copy; it never gives an RTT sample (Karn's rule, rtt.go)
+	ambiguous bool
 }
 
 const seqMask = maxWindowPkts - 1
@@ -65,10 +68,11 @@ type sender struct {
 	firstSent     int
 	firstBounced  int
 
-	rtoAt        Time // earliest RTO deadline (0 = none)
-	rtoStreak    int  // timeout rounds without feedback (timeoutRound)
-	roundAt      Time // when the last timeout round was counted
-	lastActivity Time // last feedback from the peer or own transmission
+	rtt          rttState // RTT estimate, base RTO, backoff (rtt.go)
+	rtoAt        Time     // earliest RTO deadline (0 = none)
+	rtoStreak    int      // timeout rounds without feedback (timeoutRound)
+	roundAt      Time     // when the last timeout round was counted
+	lastActivity Time     // last feedback from the peer or own transmission
 }
 
 func newSender(cfg *Config, prealloc bool) sender {

@@ -1,5 +1,7 @@
 package ndp
 
+import "time"
+
 // Stats are cumulative counters of an Endpoint. They are plain integers
 // updated by the single goroutine that owns the Endpoint.
 type Stats struct {
@@ -33,4 +35,12 @@ type Stats struct {
 	ConnsClosed         uint64
 	ConnsActive         int
 	TimeWaitActive      int
+
+	// Adaptive RTO (see Config.RTO). Spurious retransmissions show up at the
+	// peer as DuplicatesIn.
+	RTTSamples     uint64                 // valid (Karn) RTT samples: ACKs of packets sent once
+	RTTHist        [RTTHistBuckets]uint64 // samples by size: [0] < 1µs, [i] in [2^(i-1), 2^i) µs, last ≥ 131ms
+	SRTT, RTTVar   time.Duration          // endpoint-wide estimate over all samples (seeds new connections)
+	RTOMin, RTOMax time.Duration          // smallest / largest base RTO any connection used
+	RTOBackoffs    uint64                 // timeout rounds that doubled a connection's RTO
 }

@@ -9,12 +9,35 @@ import (
 // A peer that goes silent with a whole window in flight: the packets were sent
 // microseconds apart, so their RTOs expire over many timer calls, but each RTO interval
 // is one timeout round. The connection must give up after about MaxRTORetries RTOs of
-// silence, not after MaxRTORetries timer calls.
+// silence, not after MaxRTORetries timer calls. With the adaptive RTO each round
+// doubles the RTO (backoff, up to MaxRTO), so the silence lasts the sum of the
+// backed-off RTOs; with FixedRTO, MaxRTORetries+1 RTOs.
 func TestTimeoutCountsRoundsNotTimerCalls(t *testing.T) {
 	const retries = 5
 	rto := time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		fixed    bool
+		maxRTO   time.Duration
+		min, max time.Duration
+	}{
+		{"fixed", true, 0, retries * rto, (retries + 3) * rto},
+		// rounds at 1, 3, 7, 15, 31, 63 ms: the sixth exceeds MaxRTORetries
+		{"backoff", false, 0, 63 * rto, 66 * rto},
+		// doubling stops at MaxRTO: 1, 3, 7, 11, 15, 19 ms
+		{"backoff capped", false, 4 * rto, 19 * rto, 22 * rto},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testTimeoutRounds(t, retries, rto, tc.fixed, tc.maxRTO, tc.min, tc.max)
+		})
+	}
+}
+
+func testTimeoutRounds(t *testing.T, retries int, rto time.Duration, fixed bool, maxRTO, lo, hi time.Duration) {
 	a := mkEP(t, ipA, func(c *Config) {
 		c.RTO = rto
+		c.MaxRTO = maxRTO
+		c.FixedRTO = fixed
 		c.MaxRTORetries = retries
 		c.IW = 64
 		c.StallTimeout = 100 * time.Millisecond
@@ -59,10 +82,13 @@ func TestTimeoutCountsRoundsNotTimerCalls(t *testing.T) {
 	if !errors.Is(closeErr, ErrTimeout) {
 		t.Fatalf("closed with %v, want ErrTimeout", closeErr)
 	}
-	if min := Time(retries) * Time(rto); closedAt < min {
-		t.Fatalf("gave up after %v of silence, want at least %d RTOs (%v)", time.Duration(closedAt), retries, time.Duration(min))
+	if closedAt < Time(lo) {
+		t.Fatalf("gave up after %v of silence, want at least %v", time.Duration(closedAt), lo)
 	}
-	if max := Time(retries+3) * Time(rto); closedAt > max {
-		t.Fatalf("gave up only after %v, want about %d RTOs", time.Duration(closedAt), retries)
+	if closedAt > Time(hi) {
+		t.Fatalf("gave up only after %v, want at most %v", time.Duration(closedAt), hi)
+	}
+	if span := a.cfg.retrySpan(); time.Duration(closedAt) > span {
+		t.Fatalf("gave up after %v, beyond the documented bound %v", time.Duration(closedAt), span)
 	}
 }

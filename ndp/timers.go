@@ -26,7 +26,7 @@ func (e *Endpoint) HandleTimers(now Time) {
 
 func (e *Endpoint) connTimer(c *conn, now Time) {
 	s := &c.snd
-	rto := Time(e.cfg.RTO)
+	rto := e.rto(c)
 	if s.rtoAt != 0 && now >= s.rtoAt {
 		lost := 0
 		earliest := Time(-1)
@@ -36,6 +36,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 				continue
 			}
 			if d.sentAt+rto <= now {
+				d.ambiguous = true
 				s.queueRtx(seq)
 				c.paths.loss(d.path)
 				lost++
@@ -55,7 +56,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			}
 		}
 	}
-	if e.stalled(c) && now >= s.lastActivity+Time(e.cfg.StallTimeout) {
+	if e.stalled(c) && now >= s.lastActivity+e.stallTimeout(c) {
 		// Work queued, no credit, no word from the peer: probe. A queued
 		// retransmission is probed with a header-only copy (the peer
 		// pulls it if it lacks it, re-ACKs it if it has it); new data
@@ -77,15 +78,21 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 
 // timeoutRound counts one more round of timeouts without word from the peer and
 // closes c with ErrTimeout past MaxRTORetries; it reports whether it closed c. A
-// round is at most one per RTO: a window of packets sent microseconds apart expires
-// over many timer calls, and those are one silent RTO of the peer, not many.
+// round is at most one per current RTO: a window of packets sent microseconds apart
+// expires over many timer calls, and those are one silent RTO of the peer, not many.
+// Each round doubles c's RTO and stall interval (backoff, undone by the next valid
+// RTT sample) unless FixedRTO.
 func (e *Endpoint) timeoutRound(c *conn, now Time) bool {
 	s := &c.snd
-	if s.rtoStreak > 0 && now < s.roundAt+Time(e.cfg.RTO) {
+	if s.rtoStreak > 0 && now < s.roundAt+e.rto(c) {
 		return false
 	}
 	s.rtoStreak++
 	s.roundAt = now
+	if !e.cfg.FixedRTO && s.rtt.backoff < maxBackoff {
+		s.rtt.backoff++
+		e.stats.RTOBackoffs++
+	}
 	if s.rtoStreak > e.cfg.MaxRTORetries {
 		e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
 		return true
@@ -104,7 +111,7 @@ func (e *Endpoint) rearm(c *conn) {
 	s := &c.snd
 	t := s.rtoAt
 	if e.stalled(c) {
-		st := s.lastActivity + Time(e.cfg.StallTimeout)
+		st := s.lastActivity + e.stallTimeout(c)
 		if t == 0 || st < t {
 			t = st
 		}

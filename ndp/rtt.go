@@ -1,0 +1,236 @@
+package ndp
+
+import (
+	"math/bits"
+	"time"
+)
+
+// Adaptive retransmission timeout (RFC 6298 style), per connection.
+//
+// Samples. An RTT sample is the time from sending a DATA packet to its ACK.
+// Karn's rule: only a transmission that alone could have produced the ACK
+// gives a sample. A packet the RTO declared lost and sent again is ambiguous
+// (the first copy, or its ACK, may only have been late) and never gives a
+// sample again. A retransmission asked for by a NACK or a bounced header is
+// not ambiguous: the first copy's payload was cut (or refused for lack of
+// buffer) and cannot be ACKed, so its ACK is a valid sample, timed from the
+// retransmission. NACKs themselves give no sample: they come back through the
+// switches' header queue, so they measure the header path, which is shorter
+// than the data path whose ACK the RTO has to wait for; mixing the two would
+// pull SRTT down and leave the RTO too short for queued data.
+//
+// Estimate. SRTT and RTTVAR as in RFC 6298 (gains 1/8 and 1/4, first sample R:
+// SRTT = R, RTTVAR = R/2), and the base RTO = clamp(SRTT + max(G, 4*RTTVAR),
+// Config.RTO, Config.MaxRTO) with G = rttGranularity.
+//
+// Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
+// timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.
+// The doubling is undone only by a valid sample (Karn: with every packet timing
+// out early, ACKs of retransmissions must not bring the short RTO back, or the
+// estimator never gets a sample). The give-up count (rtoStreak) is separate and
+// is reset by any feedback, as before.
+//
+// Seeding. RPC traffic opens a connection per call, too short to learn
+// anything itself, so a new connection starts from the endpoint's estimate for
+// its destination: a direct-mapped table of rttCacheSize entries keyed by the
+// remote IPv4 address, fed by every sample of every connection to that
+// address, and an endpoint-wide estimator fed by all samples as the fallback
+// for an address not in the table. A fixed array in the Endpoint: no
+// allocation, bounded memory (rttCacheSize*32 bytes); a colliding address
+// replaces the entry. The latency that makes ACKs late is mostly the peer
+// host's (scheduling, polling) and the path to it, hence per address; the
+// endpoint-wide value covers the local host's own delay. Entries do not age:
+// a stale value is bounded by [RTO, MaxRTO] and the connection's own samples
+// override it within a few RTTs (a seed counts as an existing estimate, so
+// the first sample is averaged into it, not substituted for it).
+
+const (
+	// rttGranularity is G of RFC 6298: the smallest RTTVAR term, so a path
+	// with perfectly regular samples still gets a margin above SRTT.
+	rttGranularity = Time(10 * time.Microsecond)
+	// rttCacheSize is the number of per-destination seed entries.
+	rttCacheSize = 256
+	// RTTHistBuckets is the number of buckets of Stats.RTTHist.
+	RTTHistBuckets = 18
+)
+
+// rttEstimator is one SRTT/RTTVAR pair.
+type rttEstimator struct {
+	srtt, rttvar Time
+	valid        bool // srtt/rttvar hold an estimate (sampled or seeded)
+}
+
+func (r *rttEstimator) sample(m Time) {
+	if !r.valid {
+		r.srtt, r.rttvar, r.valid = m, m/2, true
+		return
+	}
+	d := r.srtt - m
+	if d < 0 {
+		d = -d
+	}
+	r.rttvar += (d - r.rttvar) / 4
+	r.srtt += (m - r.srtt) / 8
+}
+
+// rto is clamp(SRTT + max(G, 4*RTTVAR), lo, hi); lo without an estimate.
+func (r *rttEstimator) rto(lo, hi Time) Time {
+	if !r.valid {
+		return lo
+	}
+	return min(max(r.srtt+max(rttGranularity, 4*r.rttvar), lo), hi)
+}
+
+type rttDest struct {
+	ip  uint32
+	est rttEstimator
+}
+
+// rttSeeds is the endpoint-level memory that seeds new connections.
+type rttSeeds struct {
+	all  rttEstimator
+	dest [rttCacheSize]rttDest
+}
+
+func rttSlot(ip uint32) int { return int((ip * 0x9E3779B1) >> (32 - 8)) }
+
+func (s *rttSeeds) sample(ip uint32, m Time) {
+	s.all.sample(m)
+	d := &s.dest[rttSlot(ip)]
+	if !d.est.valid || d.ip != ip {
+		*d = rttDest{ip: ip}
+	}
+	d.est.sample(m)
+}
+
+// seed returns the estimate a new connection to ip starts from.
+func (s *rttSeeds) seed(ip uint32) rttEstimator {
+	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
+		return d.est
+	}
+	return s.all
+}
+
+// rttState is a connection's estimator, its base RTO and its backoff.
+type rttState struct {
+	est     rttEstimator
+	base    Time   // clamp(SRTT + max(G, 4*RTTVAR), RTO, MaxRTO); RTO without an estimate
+	backoff uint8  // doublings since the last valid sample (timeout rounds)
+	seeded  bool   // est came from the endpoint's memory
+	samples uint32 // own valid samples
+}
+
+// backedOff doubles d backoff times, but not beyond limit; a d already at or
+// beyond limit is not backed off.
+func backedOff(d Time, backoff uint8, limit Time) Time {
+	if d >= limit {
+		return d
+	}
+	for range backoff {
+		if d *= 2; d >= limit {
+			return limit
+		}
+	}
+	return d
+}
+
+// maxBackoff bounds rttState.backoff (doublings beyond MaxRTO change nothing).
+const maxBackoff = 32
+
+// rto is c's current retransmission timeout: the base RTO doubled per
+// unanswered timeout round, up to MaxRTO. Config.RTO with FixedRTO.
+func (e *Endpoint) rto(c *conn) Time {
+	if e.cfg.FixedRTO {
+		return Time(e.cfg.RTO)
+	}
+	r := &c.snd.rtt
+	return backedOff(r.base, r.backoff, Time(e.cfg.MaxRTO))
+}
+
+// stallTimeout is how long a stalled sender waits for feedback before it
+// probes: StallTimeout plus twice the amount by which the connection's base RTO
+// exceeds the minimum (2*RTO with defaults), backed off like the RTO, up to
+// max(MaxRTO, StallTimeout). Config.StallTimeout with FixedRTO.
+func (e *Endpoint) stallTimeout(c *conn) Time {
+	st := Time(e.cfg.StallTimeout)
+	if e.cfg.FixedRTO {
+		return st
+	}
+	r := &c.snd.rtt
+	base := st + 2*(r.base-Time(e.cfg.RTO))
+	return backedOff(base, r.backoff, max(Time(e.cfg.MaxRTO), st))
+}
+
+// seedRTT starts c's estimator from the endpoint's memory for its remote.
+func (e *Endpoint) seedRTT(c *conn) {
+	est := e.seeds.seed(c.key.remoteIP)
+	c.snd.rtt = rttState{est: est, seeded: est.valid}
+	e.setBaseRTO(c)
+}
+
+func (e *Endpoint) setBaseRTO(c *conn) {
+	r := &c.snd.rtt
+	r.base = r.est.rto(Time(e.cfg.RTO), Time(e.cfg.MaxRTO))
+	if !e.cfg.FixedRTO {
+		// path exclusion lasts 16 RTOs: losses are only seen at RTO timescale
+		c.paths.excludeFor = 16 * r.base
+	}
+	if e.stats.RTOMin == 0 || time.Duration(r.base) < e.stats.RTOMin {
+		e.stats.RTOMin = time.Duration(r.base)
+	}
+	e.stats.RTOMax = max(e.stats.RTOMax, time.Duration(r.base))
+}
+
+// rttSample feeds one valid RTT sample m of connection c, taken at now.
+func (e *Endpoint) rttSample(c *conn, m, now Time) {
+	if m < 0 {
+		return // the host passed an earlier now than the send's
+	}
+	r := &c.snd.rtt
+	r.est.sample(m)
+	r.samples++
+	e.seeds.sample(c.key.remoteIP, m)
+	e.stats.RTTSamples++
+	e.stats.RTTHist[rttBucket(m)]++
+	e.setBaseRTO(c)
+	if r.backoff > 0 {
+		// the backed-off deadline may lie far beyond what the RTO now is
+		r.backoff = 0
+		if s := &c.snd; s.rtoAt != 0 {
+			s.rtoAt = min(s.rtoAt, now+e.rto(c))
+		}
+	}
+}
+
+// rttBucket: bucket 0 holds samples below 1µs, bucket i in [1, n-2] holds
+// [2^(i-1), 2^i) µs, the last bucket everything from 2^(n-2) µs (131 ms) up.
+func rttBucket(m Time) int {
+	return min(bits.Len64(uint64(m/1000)), RTTHistBuckets-1)
+}
+
+// RTTInfo is a connection's RTT estimate and timeouts (Endpoint.RTT).
+type RTTInfo struct {
+	SRTT, RTTVar time.Duration // smoothed RTT and its mean deviation (0 without an estimate)
+	BaseRTO      time.Duration // clamp(SRTT + max(G, 4*RTTVar), RTO, MaxRTO)
+	RTO          time.Duration // in force now: BaseRTO after backoff (Config.RTO with FixedRTO)
+	Backoff      int           // doublings since the last valid sample
+	Samples      int           // valid (Karn) samples taken by this connection
+	Seeded       bool          // started from the endpoint's estimate for the remote
+}
+
+// RTT returns the RTT estimate and timeouts of connection h.
+func (e *Endpoint) RTT(h Handle) (RTTInfo, bool) {
+	c := e.conn(h)
+	if c == nil {
+		return RTTInfo{}, false
+	}
+	r := &c.snd.rtt
+	info := RTTInfo{
+		BaseRTO: time.Duration(r.base), RTO: time.Duration(e.rto(c)),
+		Backoff: int(r.backoff), Samples: int(r.samples), Seeded: r.seeded,
+	}
+	if r.est.valid {
+		info.SRTT, info.RTTVar = time.Duration(r.est.srtt), time.Duration(r.est.rttvar)
+	}
+	return info, true
+}
