@@ -50,8 +50,13 @@ func (c *Conn) Stack() *Stack { return c.s }
 // waitChansLocked returns the channel a blocking call waits on (*wait,
 // made on first use) and the done channel (made on first use). Channels are
 // only made once a call is about to block, so connections that never block
-// (busy polling, short waits) allocate none; they are made under the lock
-// before the caller's last condition check, so no signal is lost.
+// (busy polling, short waits) allocate none. The caller makes them at the
+// top of the locked iteration after which it blocks, before its condition
+// checks and before any poll: the endpoint signals an event once (an
+// EventWritable clears the write-blocked state that produced it), so an
+// event raised by a poll in that iteration while the channel did not
+// exist yet would be lost for good, and the waiter would sleep forever on
+// an idle connection.
 func (c *Conn) waitChansLocked(wait *chan struct{}) (chan struct{}, chan struct{}) {
 	if *wait == nil {
 		*wait = make(chan struct{}, 1)
@@ -95,6 +100,11 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 	var ch, done chan struct{}
 	for {
 		s.mu.Lock()
+		if w.wantBlock {
+			// Made before this iteration's polls: an EventReadable they
+			// produce must find the channel (see waitChansLocked).
+			ch, done = c.waitChansLocked(&c.rdWait)
+		}
 		n, err, ok := c.tryReadLocked(p)
 		if !ok {
 			now := s.clock()
@@ -103,9 +113,6 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
 			}
-		}
-		if !ok && w.wantBlock {
-			ch, done = c.waitChansLocked(&c.rdWait)
 		}
 		s.mu.Unlock()
 		if ok {
@@ -155,6 +162,12 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 	written := 0
 	for {
 		s.mu.Lock()
+		if w.wantBlock {
+			// Made before this iteration's poll (afterCallLocked): the
+			// ACKs it handles may free the buffer, and their
+			// EventWritable must find the channel (see waitChansLocked).
+			ch, done = c.waitChansLocked(&c.wrWait)
+		}
 		if err := c.stateErrLocked(); err != nil {
 			s.mu.Unlock()
 			s.endWait(&w)
@@ -182,9 +195,6 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			return written, c.mapEndpointErr(err)
 		}
 		s.afterCallLocked(now)
-		if w.wantBlock {
-			ch, done = c.waitChansLocked(&c.wrWait)
-		}
 		s.mu.Unlock()
 		if err := s.await(&w, ch, done, cancel); err != nil {
 			return written, c.waitErr(err)
