@@ -1,8 +1,14 @@
 // Command ndpsim runs NDP experiments in the discrete-event simulator, using the same
 // ndp endpoints, pull queues and switch model that ndpstack ships.
 //
-//	ndpsim incast   --senders 7 --size 1MB --link 10G --mtu 9000 --queue 8 --iw 30 [--json]
-//	ndpsim transfer --size 10MB --link 10G --loss 0.01 --dup 0.01 --reorder 0.01 [--json]
+//	ndpsim incast      --senders 7 --size 1MB --link 10G --mtu 9000 --queue 8 --iw 30 [--json]
+//	ndpsim incast      --topo fattree --k 8 --senders 100 --size 135KB [--ecmp hash|path|random]
+//	ndpsim permutation --topo fattree --k 8 --size 10MB [--slow-core-link 1G] [--json]
+//	ndpsim transfer    --size 10MB --link 10G --loss 0.01 --dup 0.01 --reorder 0.01 [--json]
+//
+// Topologies: a star (every host on one switch, the default for incast), a k-ary FatTree
+// (--topo fattree --k K) or a two-tier leaf-spine (--topo leafspine --leaves L --spines S
+// --hosts-per-leaf H), with per-packet ECMP on the UDP source port (--ecmp).
 //
 // Every run checks each received byte against what was sent (bytes_verified) and reports
 // the last flow's completion time against the theoretical optimum (overhead_pct).
@@ -13,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -36,6 +43,8 @@ func main() {
 		err = runIncast(os.Args[2:])
 	case "transfer":
 		err = runTransfer(os.Args[2:])
+	case "permutation":
+		err = runPermutation(os.Args[2:])
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -56,8 +65,9 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: ndpsim <experiment> [flags]
 experiments:
-  incast    N senders each send one flow to one receiver at once
-  transfer  one flow between two hosts, optionally over faulty links
+  incast       N senders each send one flow to one receiver at once
+  permutation  every host of a FatTree / leaf-spine sends to one other and receives from one
+  transfer     one flow between two hosts, optionally over faulty links
 run 'ndpsim <experiment> -h' for flags`)
 }
 
@@ -72,6 +82,7 @@ type common struct {
 	noRTS                   bool
 	seed                    uint64
 	json                    bool
+	topo                    topoFlags
 }
 
 func (c *common) register(fs *flag.FlagSet, defSize string) {
@@ -120,6 +131,7 @@ func runIncast(args []string) error {
 	fs := flag.NewFlagSet("incast", flag.ContinueOnError)
 	var c common
 	c.register(fs, "1MB")
+	c.topo.register(fs, "star")
 	senders := fs.Int("senders", 7, "number of senders")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -128,7 +140,11 @@ func runIncast(args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := sim.RunIncast(sim.IncastConfig{Star: star, Senders: *senders, Size: size})
+	clos, err := c.topo.clos(star.Params())
+	if err != nil {
+		return err
+	}
+	r, err := sim.RunIncast(sim.IncastConfig{Star: star, Clos: clos, Senders: *senders, Size: size})
 	if err != nil {
 		return err
 	}
@@ -153,25 +169,34 @@ func runTransfer(args []string) error {
 	return report(r, c.json)
 }
 
-func report(r sim.Result, asJSON bool) error {
+func report(r sim.Result, asJSON bool) error { return reportWith(r, r, asJSON, nil) }
+
+// reportWith prints v as JSON, or r as a table followed by the rows extra writes, and
+// fails unless every byte was verified.
+func reportWith(v any, r sim.Result, asJSON bool, extra func(tw io.Writer)) error {
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
+		if err := enc.Encode(v); err != nil {
 			return err
 		}
 	} else {
 		tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "experiment\t%s\t%d flow(s) of %d bytes, %g Gb/s links, MTU %d, queue %d, IW %d\n",
 			r.Experiment, r.Flows, r.SizeBytes, r.LinkGbps, r.MTU, r.Queue, r.IW)
+		fmt.Fprintf(tw, "topology\t%s\t%d hosts, %d paths per connection\n", r.Topology, r.Hosts, r.Paths)
 		fmt.Fprintf(tw, "completed\t%d of %d\tfailed %d\n", r.Completed, r.Flows, r.Failed)
 		fmt.Fprintf(tw, "last flow completion\t%.1f us\toptimal %.1f us, overhead %.2f%%\n", r.LastFCTus, r.OptimalUs, r.OverheadPct)
 		fmt.Fprintf(tw, "first / median flow\t%.1f us / %.1f us\n", r.FirstFCTus, r.MedianFCTus)
 		fmt.Fprintf(tw, "goodput\t%.2f Gb/s\n", r.GoodputGbps)
 		fmt.Fprintf(tw, "bytes verified\t%v\n", r.BytesVerified)
-		fmt.Fprintf(tw, "switch\ttrimmed %d, bounced %d, dropped %d, deepest data queue %d, phantom CE marks %d\n", r.Trimmed, r.Bounced, r.SwitchDrops, r.MaxQueue, r.PhantomMarks)
+		fmt.Fprintf(tw, "switch\ttrimmed %d (uplinks %d, last hop %d), bounced %d (%.1f%% of trimmed), dropped %d, deepest data queue %d, phantom CE marks %d\n",
+			r.Trimmed, r.TrimmedUplink, r.TrimmedLastHop, r.Bounced, r.BouncedPct, r.SwitchDrops, r.MaxQueue, r.PhantomMarks)
 		fmt.Fprintf(tw, "endpoints\tnacks %d, retransmits %d, RTOs %d, bad frames %d\n", r.Nacks, r.Retransmits, r.RTOs, r.FrameErrors)
 		fmt.Fprintf(tw, "faults injected\tlost %d, duplicated %d, reordered %d, corrupted %d\n", r.Lost, r.Duplicated, r.Reordered, r.Corrupted)
+		if extra != nil {
+			extra(tw)
+		}
 		if r.FirstError != "" {
 			fmt.Fprintf(tw, "first error\t%s\n", r.FirstError)
 		}

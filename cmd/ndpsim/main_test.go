@@ -78,3 +78,40 @@ func capture(t *testing.T, f func() error) []byte {
 	}
 	return out
 }
+
+// The FatTree commands print one JSON object with the topology, per-flow throughput and
+// trim-location fields.
+func TestFatTreeCommandsJSON(t *testing.T) {
+	for _, tc := range []struct {
+		run  func([]string) error
+		args []string
+		keys []string
+	}{
+		{runPermutation, []string{"--topo", "fattree", "--k", "4", "--size", "1MB", "--ecmp", "path", "--json"},
+			[]string{"utilization_pct", "min_flow_gbps", "flow_gbps", "uplink_trim_pct", "window_end_us"}},
+		{runPermutation, []string{"--topo", "leafspine", "--leaves", "3", "--spines", "2", "--hosts-per-leaf", "2", "--size", "1MB", "--slow-core-link", "1G", "--json"},
+			[]string{"utilization_pct", "paths_excluded"}},
+		{runIncast, []string{"--topo", "fattree", "--k", "4", "--senders", "15", "--size", "135KB", "--json"},
+			[]string{"bounced_pct", "trimmed_uplink", "trimmed_last_hop", "overhead_pct"}},
+	} {
+		out := capture(t, func() error { return tc.run(tc.args) })
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("%v: not one JSON object: %v\n%s", tc.args, err, out)
+		}
+		for _, k := range append(tc.keys, "topology", "hosts", "bytes_verified") {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%v: missing %q", tc.args, k)
+			}
+		}
+		if m["bytes_verified"] != true {
+			t.Fatalf("%v: bytes_verified = %v", tc.args, m["bytes_verified"])
+		}
+	}
+	if err := runPermutation([]string{"--topo", "star"}); err == nil {
+		t.Fatal("a permutation on a star was accepted")
+	}
+	if err := runIncast([]string{"--topo", "ring"}); err == nil {
+		t.Fatal("an unknown topology was accepted")
+	}
+}

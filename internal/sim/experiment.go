@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/ndpstack/ndpstack/ndp"
 )
@@ -12,6 +13,10 @@ type IncastConfig struct {
 	Star    StarConfig // Hosts is set to Senders+1
 	Senders int
 	Size    int64
+	// Clos, when set, runs the incast on that FatTree or leaf-spine instead of the star
+	// (Star is then ignored): host 0 receives and Senders other hosts, drawn at random
+	// with the topology's seed, send.
+	Clos *ClosConfig
 	// Limit stops a run that has not finished by this virtual time. Zero means 10 s.
 	Limit ndp.Time
 }
@@ -27,6 +32,9 @@ type TransferConfig struct {
 // Result summarizes a run. Times are microseconds.
 type Result struct {
 	Experiment    string  `json:"experiment"`
+	Topology      string  `json:"topology"`
+	Hosts         int     `json:"hosts"`
+	Paths         int     `json:"paths"` // UDP source ports each connection sprays over
 	Flows         int     `json:"flows"`
 	SizeBytes     int64   `json:"size_bytes"`
 	LinkGbps      float64 `json:"link_gbps"`
@@ -46,6 +54,16 @@ type Result struct {
 	Trimmed     uint64 `json:"trimmed"`
 	Bounced     uint64 `json:"bounced"`
 	SwitchDrops uint64 `json:"switch_drops"`
+	// BouncedPct is the share of trimmed headers returned to sender (paper Figure 4:
+	// 25% for 100 × 135 KB in a FatTree).
+	BouncedPct float64 `json:"bounced_pct"`
+	// TrimmedUplink counts trims at ports toward the core, TrimmedLastHop at ports into
+	// a host; the rest happened on the way down (core→aggregation→edge).
+	TrimmedUplink  uint64 `json:"trimmed_uplink"`
+	TrimmedLastHop uint64 `json:"trimmed_last_hop"`
+	// DataPackets counts untrimmed-at-source DATA frames the hosts sent (retransmissions
+	// included): the denominator for trim rates.
+	DataPackets uint64 `json:"data_packets"`
 	// PhantomMarks counts frames the HULL phantom queues marked CE (0 when disabled).
 	PhantomMarks uint64 `json:"phantom_marks"`
 	// MaxQueue is the deepest data queue any switch port reached, in packets.
@@ -54,7 +72,9 @@ type Result struct {
 	Nacks       uint64 `json:"nacks"`
 	Retransmits uint64 `json:"retransmits"`
 	RTOs        uint64 `json:"rtos"`
-	FrameErrors uint64 `json:"frame_errors"`
+	// PathsExcluded counts the path scoreboards' exclusions of outlier paths.
+	PathsExcluded uint64 `json:"paths_excluded"`
+	FrameErrors   uint64 `json:"frame_errors"`
 	// Link faults injected.
 	Lost       uint64 `json:"lost"`
 	Duplicated uint64 `json:"duplicated"`
@@ -69,16 +89,40 @@ func RunIncast(cfg IncastConfig) (Result, error) {
 	if cfg.Senders < 1 || cfg.Size < 1 {
 		return Result{}, fmt.Errorf("sim: incast needs senders >= 1 and size >= 1")
 	}
-	cfg.Star.Hosts = cfg.Senders + 1
-	st, err := NewStar(cfg.Star)
-	if err != nil {
-		return Result{}, err
+	var n *Network
+	senders := make([]int, cfg.Senders)
+	if cfg.Clos != nil {
+		c, err := NewClos(*cfg.Clos)
+		if err != nil {
+			return Result{}, err
+		}
+		if cfg.Senders > len(c.Hosts)-1 {
+			return Result{}, fmt.Errorf("sim: incast of %d senders needs more than the %d hosts of the %s",
+				cfg.Senders, len(c.Hosts), c.topology)
+		}
+		// A seeded draw of distinct senders among hosts 1..N-1.
+		rng := rand.New(rand.NewPCG(cfg.Clos.Seed, 0x1CA57))
+		perm := rng.Perm(len(c.Hosts) - 1)
+		for i := range senders {
+			senders[i] = perm[i] + 1
+		}
+		n = c.Network
+	} else {
+		cfg.Star.Hosts = cfg.Senders + 1
+		st, err := NewStar(cfg.Star)
+		if err != nil {
+			return Result{}, err
+		}
+		for i := range senders {
+			senders[i] = i + 1
+		}
+		n = st.Network
 	}
 	flows := make([]*Flow, cfg.Senders)
 	for i := range flows {
-		flows[i] = &Flow{ID: uint64(i + 1), Src: i + 1, Dst: 0, Size: cfg.Size}
+		flows[i] = &Flow{ID: uint64(i + 1), Src: senders[i], Dst: 0, Size: cfg.Size}
 	}
-	r, err := run(st, flows, cfg.Limit)
+	r, _, err := run(n, flows, cfg.Limit, nil)
 	r.Experiment = "incast"
 	return r, err
 }
@@ -93,40 +137,56 @@ func RunTransfer(cfg TransferConfig) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r, err := run(st, []*Flow{{ID: 1, Src: 1, Dst: 0, Size: cfg.Size}}, cfg.Limit)
+	r, _, err := run(st.Network, []*Flow{{ID: 1, Src: 1, Dst: 0, Size: cfg.Size}}, cfg.Limit, nil)
 	r.Experiment = "transfer"
 	return r, err
 }
 
-func run(st *Star, flows []*Flow, limit ndp.Time) (Result, error) {
+// run installs the flows on n, runs until they all finish (or limit), and summarizes.
+// setup, when set, sees the workload before the simulation starts.
+func run(n *Network, flows []*Flow, limit ndp.Time, setup func(*Workload)) (Result, *Workload, error) {
 	if limit == 0 {
 		limit = 10e9
 	}
-	w, err := NewWorkload(st, flows)
+	w, err := NewWorkload(n, flows)
 	if err != nil {
-		return Result{}, err
+		return Result{}, nil, err
 	}
-	st.Sim.Run(limit, w.Done)
-	return summarize(st, w), nil
+	if setup != nil {
+		setup(w)
+	}
+	n.Sim.Run(limit, w.Done)
+	return summarize(n, w), w, nil
 }
 
-// optimal is the paper's theoretical best last-flow completion time for flows all
-// sinking into host dst: the receiver's link busy from the first byte to the last with
-// every data packet sent once, plus the base one-way delay.
-func optimal(st *Star, flows []*Flow, dst int) ndp.Time {
-	mss := ndp.MaxPayload(st.mtu)
-	link := st.DownLink(dst)
-	var busy ndp.Time
+// optimal is the paper's theoretical best last-flow completion time: for each receiver,
+// its link busy from the first byte to the last with every data packet sent once, plus
+// the base one-way delay from its nearest sender; the latest receiver's.
+func optimal(n *Network, flows []*Flow) ndp.Time {
+	mss := ndp.MaxPayload(n.mtu)
+	type sink struct {
+		start, first, busy ndp.Time
+	}
+	sinks := map[int]*sink{}
 	for _, f := range flows {
+		first := int(min(int64(mss), f.Size)) + ndp.HeaderOverhead
+		d := n.OneWay(f.Src, f.Dst, first)
+		s := sinks[f.Dst]
+		if s == nil {
+			s = &sink{start: f.Start, first: d}
+			sinks[f.Dst] = s
+		}
+		s.start, s.first = min(s.start, f.Start), min(s.first, d)
+		link := n.DownLink(f.Dst)
 		full := f.Size / int64(mss)
-		busy += ndp.Time(full) * link.SerializationTime(mss+ndp.HeaderOverhead)
+		s.busy += ndp.Time(full) * link.SerializationTime(mss+ndp.HeaderOverhead)
 		if rest := int(f.Size % int64(mss)); rest > 0 {
-			busy += link.SerializationTime(rest + ndp.HeaderOverhead)
+			s.busy += link.SerializationTime(rest + ndp.HeaderOverhead)
 		}
 	}
-	first := mss + ndp.HeaderOverhead
-	if int64(mss) > flows[0].Size {
-		first = int(flows[0].Size) + ndp.HeaderOverhead
+	var worst ndp.Time
+	for _, s := range sinks {
+		worst = max(worst, s.start+s.first+s.busy)
 	}
-	return st.BaseOneWay(first) + busy
+	return worst
 }

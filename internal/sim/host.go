@@ -58,6 +58,10 @@ func (h *Host) nextFrame(now ndp.Time) ([]byte, bool) {
 		h.sim.putBuf(b)
 		return nil, false
 	}
+	// Sending DATA arms the endpoint's retransmission timer: without this, a packet
+	// whose ACK never comes (a failed link) and no later arrival at this host left the
+	// RTO unscheduled and the connection silent forever.
+	h.armTimer()
 	return b[:n], true
 }
 
@@ -124,14 +128,19 @@ func (h *Host) schedule() {
 		h.pullAt = at
 		h.sim.At(at, func() { h.releasePulls(at) })
 	}
+	h.armTimer()
+	h.NIC.kick()
+}
+
+// armTimer schedules the endpoint's next timer if it is earlier than the pending one.
+func (h *Host) armTimer() {
 	if at, ok := h.EP.NextTimer(); ok && (h.timerAt == 0 || at < h.timerAt) {
-		if at < now {
+		if now := h.sim.now; at < now {
 			at = now
 		}
 		h.timerAt = at
 		h.sim.At(at, func() { h.fireTimers(at) })
 	}
-	h.NIC.kick()
 }
 
 func (h *Host) releasePulls(at ndp.Time) {

@@ -4,14 +4,17 @@ import (
 	"sort"
 )
 
-func summarize(st *Star, w *Workload) Result {
+func summarize(n *Network, w *Workload) Result {
 	r := Result{
+		Topology: n.topology,
+		Hosts:    len(n.Hosts),
 		Flows:    len(w.Flows),
-		LinkGbps: st.cfg.LinkRate / 1e9,
-		MTU:      st.mtu,
-		Queue:    st.Switch.Port(0).Config().DataQueue,
-		IW:       st.cfg.Endpoint.IW,
-		Events:   st.Sim.Steps(),
+		LinkGbps: n.p.LinkRate / 1e9,
+		MTU:      n.mtu,
+		Queue:    n.Switches[0].Port(0).Config().DataQueue,
+		IW:       n.Hosts[0].EP.Config().IW,
+		Paths:    n.Hosts[0].EP.Config().Paths,
+		Events:   n.Sim.Steps(),
 	}
 	if len(w.Flows) > 0 {
 		r.SizeBytes = w.Flows[0].Size
@@ -52,33 +55,45 @@ func summarize(st *Star, w *Workload) Result {
 		}
 	}
 	if len(w.Flows) > 0 {
-		// All experiments here sink into one host; optimal is for that receiver.
-		r.OptimalUs = float64(optimal(st, w.Flows, w.Flows[0].Dst)) / 1e3
+		r.OptimalUs = float64(optimal(n, w.Flows)) / 1e3
 		if r.Completed == len(w.Flows) && r.OptimalUs > 0 {
 			r.OverheadPct = (r.LastFCTus - r.OptimalUs) / r.OptimalUs * 100
 		}
 	}
-	for i := 0; i < st.Switch.Ports(); i++ {
-		ps := st.Switch.Port(i).Stats()
-		r.Trimmed += ps.Trimmed
-		r.Bounced += ps.Bounced
-		r.SwitchDrops += ps.Dropped
-		r.PhantomMarks += ps.PhantomMarks
-		r.MaxQueue = max(r.MaxQueue, ps.MaxDataDepth)
+	for _, sw := range n.Switches {
+		for i := 0; i < sw.Ports(); i++ {
+			ps := sw.Port(i).Stats()
+			r.Trimmed += ps.Trimmed
+			r.Bounced += ps.Bounced
+			r.SwitchDrops += ps.Dropped
+			r.PhantomMarks += ps.PhantomMarks
+			r.MaxQueue = max(r.MaxQueue, ps.MaxDataDepth)
+			switch sw.kinds[i] {
+			case portUp:
+				r.TrimmedUplink += ps.Trimmed
+			case portToHost:
+				r.TrimmedLastHop += ps.Trimmed
+			}
+		}
 	}
-	for i, h := range st.Hosts {
+	if r.Trimmed > 0 {
+		r.BouncedPct = float64(r.Bounced) / float64(r.Trimmed) * 100
+	}
+	for _, h := range n.Hosts {
 		es := h.EP.Stats()
 		r.Nacks += es.NacksOut
 		r.Retransmits += es.Retransmits
 		r.RTOs += es.RTOFires
+		r.PathsExcluded += es.PathsExcluded
+		r.DataPackets += es.DataOut
 		r.FrameErrors += h.Stats.FrameErrors
-		for _, l := range []*Link{h.NIC, st.DownLink(i)} {
-			ls := l.Stats()
-			r.Lost += ls.Lost
-			r.Duplicated += ls.Duplicated
-			r.Reordered += ls.Reordered
-			r.Corrupted += ls.Corrupted
-		}
+	}
+	for _, l := range n.Links {
+		ls := l.Stats()
+		r.Lost += ls.Lost
+		r.Duplicated += ls.Duplicated
+		r.Reordered += ls.Reordered
+		r.Corrupted += ls.Corrupted
 	}
 	return r
 }

@@ -38,14 +38,16 @@ type flowKey struct {
 	port uint16
 }
 
-// Workload runs a set of flows over a Star.
+// Workload runs a set of flows over a Network.
 type Workload struct {
-	st      *Star
-	Flows   []*Flow
-	port    uint16
-	pending int
-	apps    []*hostApp
-	scratch []byte
+	st    *Network
+	Flows []*Flow
+	// OnFinish, when set, is called as each flow finishes or fails.
+	OnFinish func(f *Flow)
+	port     uint16
+	pending  int
+	apps     []*hostApp
+	scratch  []byte
 }
 
 type hostApp struct {
@@ -58,9 +60,9 @@ type hostApp struct {
 // ServicePort is the NDP port every workload receiver listens on.
 const ServicePort = 5000
 
-// NewWorkload installs the flows' applications on the star's hosts and schedules their
-// starts.
-func NewWorkload(st *Star, flows []*Flow) (*Workload, error) {
+// NewWorkload installs the flows' applications on the network's hosts and schedules
+// their starts.
+func NewWorkload(st *Network, flows []*Flow) (*Workload, error) {
 	w := &Workload{st: st, Flows: flows, port: ServicePort, scratch: make([]byte, 64<<10)}
 	w.apps = make([]*hostApp, len(st.Hosts))
 	for i, h := range st.Hosts {
@@ -96,6 +98,9 @@ func (w *Workload) finish(f *Flow, err error) {
 	}
 	f.Done, f.End, f.Err = true, w.st.Sim.now, err
 	w.pending--
+	if w.OnFinish != nil {
+		w.OnFinish(f)
+	}
 }
 
 func (w *Workload) start(f *Flow) {
