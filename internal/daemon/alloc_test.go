@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -20,9 +21,9 @@ func (t *sinkTransport) Unlisten(uint16)     {}
 func (t *sinkTransport) Dial(netip.AddrPort, DialOptions) (ConnID, bool, error) {
 	return 1, false, nil
 }
-func (t *sinkTransport) SetWakeup(func())                      {}
-func (t *sinkTransport) Write(_ ConnID, p []byte) (int, error) { return len(p), nil }
-func (t *sinkTransport) CloseWrite(ConnID) error               { return nil }
+func (t *sinkTransport) SetWakeup(func())                              {}
+func (t *sinkTransport) Write(_ ConnID, p []byte, _ bool) (int, error) { return len(p), nil }
+func (t *sinkTransport) CloseWrite(ConnID) error                       { return nil }
 func (t *sinkTransport) Read(_ ConnID, p []byte) (int, error) {
 	if !t.armed {
 		return 0, nil
@@ -168,5 +169,53 @@ func runHostile(t *testing.T, data []byte) {
 		if err := c.pool.Audit(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestFINRidesWithLastData: when the app's OpCloseWrite is read together
+// with its last TX descriptor, the core hands the FIN to the transport
+// with that data (one packet); when the OpCloseWrite comes later, it is a
+// separate CloseWrite. The peer sees the stream end either way.
+func TestFINRidesWithLastData(t *testing.T) {
+	for _, together := range []bool{true, false} {
+		t.Run(fmt.Sprintf("together=%v", together), func(t *testing.T) {
+			tr := newLoopTransport(4096)
+			c, s, app, buf, l := manualCore(t, tr)
+			c.listen(s, 7)
+			aux, _ := PackAddr(netip.MustParseAddrPort("10.0.0.2:7"))
+			frames := ring.NewFrameStack(l.Part)
+			var fr [1]uint32
+			frames.Pop(fr[:])
+			n := copy(buf.Frame(fr[0]), "last words")
+			app.Cmd.Produce([]ring.Desc{{Frame: ring.NoFrame, Op: ring.OpConnect, Aux: aux, Cookie: connectCookie}})
+			app.Sockets[0].TX.Produce([]ring.Desc{{Frame: fr[0], Len: uint16(n), Op: ring.OpData}})
+			closeWrite := ring.Desc{Frame: ring.NoFrame, Op: OpCloseWrite}
+			if together {
+				app.Cmd.Produce([]ring.Desc{closeWrite})
+			}
+			c.pollSession(s)
+			if !together {
+				app.Cmd.Produce([]ring.Desc{closeWrite})
+				c.pollSession(s)
+			}
+			tr.mu.Lock()
+			defer tr.mu.Unlock()
+			want := 0
+			if together {
+				want = 1
+			}
+			if tr.finWrites != want {
+				t.Fatalf("writes carrying the FIN: %d, want %d", tr.finWrites, want)
+			}
+			var peer *loopConn
+			for _, lc := range tr.conns {
+				if !lc.dialer {
+					peer = lc
+				}
+			}
+			if peer == nil || string(peer.rbuf) != "last words" || !peer.fin {
+				t.Fatalf("acceptor side: %+v", peer)
+			}
+		})
 	}
 }

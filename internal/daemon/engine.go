@@ -244,12 +244,12 @@ func notNow(err error) error {
 	return err
 }
 
-func (t *EngineTransport) Write(id ConnID, p []byte) (int, error) {
+func (t *EngineTransport) Write(id ConnID, p []byte, fin bool) (int, error) {
 	c := t.conns[id]
 	if c == nil {
 		return 0, ndp.ErrInvalidHandle
 	}
-	n, err := c.Write(p, false, t.now)
+	n, err := c.Write(p, fin, t.now) // FIN only once all of p is in (engine Conn.Write)
 	return n, notNow(err)
 }
 

@@ -28,6 +28,7 @@ type loopTransport struct {
 	unresolved map[netip.Addr]bool
 	dialing    map[ConnID]netip.AddrPort // pending dials
 	cancelled  int                       // pending dials the core aborted or released
+	finWrites  int                       // Writes that carried the FIN (fin = true, all taken)
 	wake       func()
 }
 
@@ -173,9 +174,18 @@ func (t *loopTransport) fail(c *loopConn, err error) {
 	}
 }
 
-func (t *loopTransport) Write(id ConnID, p []byte) (int, error) {
+func (t *loopTransport) Write(id ConnID, p []byte, fin bool) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n, err := t.writeLocked(id, p)
+	if fin && err == nil && n == len(p) {
+		t.finWrites++
+		err = t.closeWriteLocked(id)
+	}
+	return n, err
+}
+
+func (t *loopTransport) writeLocked(id ConnID, p []byte) (int, error) {
 	c := t.conns[id]
 	if c == nil || c.released {
 		return 0, ndp.ErrInvalidHandle
@@ -208,6 +218,10 @@ func (t *loopTransport) Write(id ConnID, p []byte) (int, error) {
 func (t *loopTransport) CloseWrite(id ConnID) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.closeWriteLocked(id)
+}
+
+func (t *loopTransport) closeWriteLocked(id ConnID) error {
 	c := t.conns[id]
 	if c == nil {
 		return ndp.ErrInvalidHandle

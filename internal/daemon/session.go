@@ -334,7 +334,15 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 		}
 		if so.state == sockBound {
 			data := c.buf.Data(d)[so.headDone:]
-			w, err := c.tr.Write(so.conn, data)
+			// The app's OpCloseWrite is already read and this is the last
+			// descriptor on TX(slot) (the cmd descriptor was published after
+			// every data descriptor): the FIN goes with the data, one packet
+			// for a short last message instead of two.
+			fin := so.finReq && !so.finDone && i == n-1 && n < len(c.txBuf)
+			w, err := c.tr.Write(so.conn, data, fin)
+			if fin && err == nil && w == len(data) {
+				so.finDone = true
+			}
 			so.headDone += uint16(w)
 			s.counters.TXBytes += uint64(w)
 			if err != nil {

@@ -25,8 +25,10 @@ type Transport interface {
 	// connection's ID, or the error); Abort or Release of a pending ID
 	// cancels the dial.
 	Dial(remote netip.AddrPort, opts DialOptions) (id ConnID, pending bool, err error)
-	// Write copies as much of p as fits into c's send buffer.
-	Write(c ConnID, p []byte) (int, error)
+	// Write copies as much of p as fits into c's send buffer; with fin and
+	// all of p taken, the write side is closed after p (as CloseWrite), so
+	// a short last message and its FIN can leave in one packet.
+	Write(c ConnID, p []byte, fin bool) (int, error)
 	// CloseWrite queues a FIN after the data written so far.
 	CloseWrite(c ConnID) error
 	// Read copies received in-order bytes of c into p: (0, nil) when none
