@@ -238,7 +238,7 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	c.prio, c.flowSize, c.deadline, c.paced = opts.Priority, opts.Size, opts.Deadline, opts.Paced
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
-	e.seedRTT(c)
+	e.seedRTT(c, now)
 	e.table.put(c.key, c.idx)
 	c.inTable = true
 	e.stats.ConnsOpened++

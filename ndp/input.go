@@ -35,7 +35,7 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 		e.rcvData(c, f, now)
 	case TypeAck:
 		e.stats.AcksIn++
-		e.sndAck(c, h, now)
+		e.handleAck(c, h, now)
 	case TypeNack:
 		e.stats.NacksIn++
 		e.sndNack(c, h, now)
@@ -109,7 +109,7 @@ func (e *Endpoint) accept(f *Frame, key connKey, now Time) error {
 	c.paced = h.Flags&FlagPaced != 0
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
-	e.seedRTT(c)
+	e.seedRTT(c, now)
 	c.rcv.sync(h.Seq - uint32(h.SynOffset))
 	e.table.put(key, c.idx)
 	c.inTable = true
@@ -207,8 +207,12 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 	e.feedback(c, now)
 	if s.inWindow(h.Seq) {
 		d := s.desc(h.Seq)
-		if d.state == pktInflight && !d.ambiguous {
+		if (d.state == pktInflight || d.state == pktRtxQueued) && !d.ambiguous {
+			// the only copy sent so far was ACKed (Karn's rule, rtt.go)
 			e.rttSample(c, now-d.sentAt, now)
+			if d.rtoLost {
+				e.stats.SpuriousRTOs++
+			}
 		}
 		if d.state == pktInflight || d.state == pktRtxQueued {
 			d.state = pktAcked

@@ -2,6 +2,10 @@ package ndp
 
 // queueCtl queues a control frame for connection c. Overflow drops it.
 func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16, code ResetCode) {
+	coalesce := e.cfg.CoalesceControl && (t == TypeAck || t == TypePull)
+	if coalesce && c.ctlPending != 0 && e.mergeCtl(c, t, seq, pull, path) {
+		return
+	}
 	cf := ctlFrame{
 		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
 		typ: t, code: code, prio: c.prio,
@@ -13,6 +17,10 @@ func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 	}
 	if !e.ctl.push(&cf) {
 		e.stats.ControlDrops++
+		return
+	}
+	if coalesce {
+		c.ctlPending = e.ctl.lastID() + 1
 	}
 }
 
@@ -215,6 +223,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	avoid := -1
 	if rtx {
 		s.popRtx()
+		d.ambiguous = d.rtoLost
 		avoid = int(d.path)
 		e.stats.Retransmits++
 	}
@@ -283,6 +292,9 @@ func (e *Endpoint) buildCtl(b []byte, cf *ctlFrame) int {
 	switch cf.typ {
 	case TypeAck:
 		e.stats.AcksOut++
+		if cf.flags&FlagPull != 0 {
+			e.stats.PullsOut++
+		}
 	case TypeNack:
 		e.stats.NacksOut++
 	case TypePull:

@@ -9,19 +9,29 @@ import (
 //
 // Samples. An RTT sample is the time from sending a DATA packet to its ACK.
 // Karn's rule: only a transmission that alone could have produced the ACK
-// gives a sample. A packet the RTO declared lost and sent again is ambiguous
-// (the first copy, or its ACK, may only have been late) and never gives a
-// sample again. A retransmission asked for by a NACK or a bounced header is
-// not ambiguous: the first copy's payload was cut (or refused for lack of
+// gives a sample. A packet the RTO declared lost and then sent again is
+// ambiguous (the first copy, or its ACK, may only have been late) and never
+// gives a sample again; declared lost but not yet resent, its ACK answers the
+// only copy sent and is a valid sample (and proves the RTO spurious:
+// Stats.SpuriousRTOs). A retransmission asked for by a NACK or a bounced header
+// is not ambiguous: the first copy's payload was cut (or refused for lack of
 // buffer) and cannot be ACKed, so its ACK is a valid sample, timed from the
 // retransmission. NACKs themselves give no sample: they come back through the
 // switches' header queue, so they measure the header path, which is shorter
 // than the data path whose ACK the RTO has to wait for; mixing the two would
 // pull SRTT down and leave the RTO too short for queued data.
 //
-// Estimate. SRTT and RTTVAR as in RFC 6298 (gains 1/8 and 1/4, first sample R:
-// SRTT = R, RTTVAR = R/2), and the base RTO = clamp(SRTT + max(G, 4*RTTVAR),
-// Config.RTO, Config.MaxRTO) with G = rttGranularity.
+// Estimate. SRTT with gain 1/8 and the first sample R giving SRTT = R,
+// RTTVAR = R/2, as in RFC 6298; base RTO = clamp(SRTT + max(G, 4*RTTVAR),
+// Config.RTO, Config.MaxRTO) with G = rttGranularity. NDP ACKs every packet,
+// so a connection takes a sample per packet, not per RTT; with RFC 6298's
+// per-sample gain RTTVAR would shrink within a single calm window and the next
+// late batch of ACKs would find the RTO too short (seen on a loaded VM: 1-2ms
+// RTTs with a tail to 30ms). So RTTVAR is kept as Linux does
+// (tcp_rtt_estimator): the mean deviation MDEV (gain 1/4; a sample below SRTT
+// raises it with gain 1/32 only) feeds RTTVAR at once when it grows, and
+// RTTVAR decays toward the largest MDEV of the last round by 1/4 once per
+// round, a round being one SRTT of time.
 //
 // Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
 // timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.
@@ -36,7 +46,7 @@ import (
 // remote IPv4 address, fed by every sample of every connection to that
 // address, and an endpoint-wide estimator fed by all samples as the fallback
 // for an address not in the table. A fixed array in the Endpoint: no
-// allocation, bounded memory (rttCacheSize*32 bytes); a colliding address
+// allocation, bounded memory (rttCacheSize*48 bytes); a colliding address
 // replaces the entry. The latency that makes ACKs late is mostly the peer
 // host's (scheduling, polling) and the path to it, hence per address; the
 // endpoint-wide value covers the local host's own delay. Entries do not age:
@@ -54,23 +64,48 @@ const (
 	RTTHistBuckets = 18
 )
 
-// rttEstimator is one SRTT/RTTVAR pair.
+// rttEstimator is one SRTT/RTTVAR estimate (see the top of this file).
 type rttEstimator struct {
-	srtt, rttvar Time
-	valid        bool // srtt/rttvar hold an estimate (sampled or seeded)
+	srtt    Time
+	mdev    Time // mean deviation, gain 1/4
+	mdevMax Time // largest mdev this round
+	rttvar  Time // max(mdev) over recent rounds, decaying by 1/4 per round
+	roundAt Time // start of the current round
+	valid   bool // holds an estimate (sampled or seeded)
 }
 
-func (r *rttEstimator) sample(m Time) {
+func (r *rttEstimator) sample(m, now Time) {
 	if !r.valid {
-		r.srtt, r.rttvar, r.valid = m, m/2, true
+		*r = rttEstimator{srtt: m, mdev: m / 2, mdevMax: m / 2, rttvar: m / 2, roundAt: now, valid: true}
 		return
 	}
-	d := r.srtt - m
+	err := m - r.srtt
+	r.srtt += err / 8
+	d := err
 	if d < 0 {
 		d = -d
 	}
-	r.rttvar += (d - r.rttvar) / 4
-	r.srtt += (m - r.srtt) / 8
+	d -= r.mdev
+	if err < 0 && d > 0 {
+		d /= 8 // an RTT well below SRTT must not inflate the deviation
+	}
+	r.mdev += d / 4
+	if r.mdev > r.mdevMax {
+		r.mdevMax = r.mdev
+		r.rttvar = max(r.rttvar, r.mdevMax)
+	}
+	if now-r.roundAt >= r.srtt {
+		r.rttvar -= max(0, r.rttvar-r.mdevMax) / 4
+		r.mdevMax = 0
+		r.roundAt = now
+	}
+}
+
+// seeded returns a copy of r to start a new connection from at now.
+func (r *rttEstimator) seeded(now Time) rttEstimator {
+	c := *r
+	c.mdevMax, c.roundAt = 0, now
+	return c
 }
 
 // rto is clamp(SRTT + max(G, 4*RTTVAR), lo, hi); lo without an estimate.
@@ -94,21 +129,24 @@ type rttSeeds struct {
 
 func rttSlot(ip uint32) int { return int((ip * 0x9E3779B1) >> (32 - 8)) }
 
-func (s *rttSeeds) sample(ip uint32, m Time) {
-	s.all.sample(m)
+func (s *rttSeeds) sample(ip uint32, m, now Time) {
+	s.all.sample(m, now)
 	d := &s.dest[rttSlot(ip)]
 	if !d.est.valid || d.ip != ip {
 		*d = rttDest{ip: ip}
 	}
-	d.est.sample(m)
+	d.est.sample(m, now)
 }
 
-// seed returns the estimate a new connection to ip starts from.
-func (s *rttSeeds) seed(ip uint32) rttEstimator {
+// seed returns the estimate a new connection to ip starts from at now.
+func (s *rttSeeds) seed(ip uint32, now Time) rttEstimator {
 	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
-		return d.est
+		return d.est.seeded(now)
 	}
-	return s.all
+	if s.all.valid {
+		return s.all.seeded(now)
+	}
+	return rttEstimator{}
 }
 
 // rttState is a connection's estimator, its base RTO and its backoff.
@@ -162,8 +200,8 @@ func (e *Endpoint) stallTimeout(c *conn) Time {
 }
 
 // seedRTT starts c's estimator from the endpoint's memory for its remote.
-func (e *Endpoint) seedRTT(c *conn) {
-	est := e.seeds.seed(c.key.remoteIP)
+func (e *Endpoint) seedRTT(c *conn, now Time) {
+	est := e.seeds.seed(c.key.remoteIP, now)
 	c.snd.rtt = rttState{est: est, seeded: est.valid}
 	e.setBaseRTO(c)
 }
@@ -187,9 +225,9 @@ func (e *Endpoint) rttSample(c *conn, m, now Time) {
 		return // the host passed an earlier now than the send's
 	}
 	r := &c.snd.rtt
-	r.est.sample(m)
+	r.est.sample(m, now)
 	r.samples++
-	e.seeds.sample(c.key.remoteIP, m)
+	e.seeds.sample(c.key.remoteIP, m, now)
 	e.stats.RTTSamples++
 	e.stats.RTTHist[rttBucket(m)]++
 	e.setBaseRTO(c)

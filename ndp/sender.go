@@ -23,16 +23,15 @@ const (
 )
 
 type pktDesc struct {
-	off    uint64
-	sentAt Time
-	n      uint16
-	path   uint16
-	state  pktState
-	flags  Flags // FlagSYN, FlagFIN as first sent
-	first  bool  // part of the first push window
-	// ambiguous: the RTO declared this packet lost, so an ACK may answer an
-	// earlier copy; it never gives an RTT sample (Karn's rule, rtt.go)
-	ambiguous bool
+	off       uint64
+	sentAt    Time
+	n         uint16
+	path      uint16
+	state     pktState
+	flags     Flags // FlagSYN, FlagFIN as first sent
+	first     bool  // part of the first push window
+	rtoLost   bool  // the RTO declared this packet lost
+	ambiguous bool  // resent after rtoLost: an ACK may answer either copy, no RTT sample (Karn, rtt.go)
 }
 
 const seqMask = maxWindowPkts - 1

@@ -10,9 +10,9 @@ type Stats struct {
 	BytesIn, BytesOut   uint64 // payload bytes of DATA frames
 	PushedOut           uint64 // DATA sent unsolicited (first RTT, after LAST, RTO, probes)
 	PulledOut           uint64 // DATA sent in answer to PULLs
-	AcksIn, AcksOut     uint64
+	AcksIn, AcksOut     uint64 // ACK frames (one may acknowledge several packets: Config.CoalesceControl)
 	NacksIn, NacksOut   uint64
-	PullsIn, PullsOut   uint64 // PULL frames
+	PullsIn, PullsOut   uint64 // PULLs (own frames, or carried by ACK frames: Config.CoalesceControl)
 	ResetsIn, ResetsOut uint64
 	TrimmedIn           uint64 // trimmed headers received (receiver side)
 	BouncedIn           uint64 // own headers returned by a switch
@@ -29,6 +29,7 @@ type Stats struct {
 	TimeWaitEvicted     uint64 // time-wait entries evicted early (table full)
 	Refused             uint64 // SYNs refused (no listener / table full)
 	ControlDrops        uint64 // control frames dropped: control queue full
+	ControlMerged       uint64 // ACKs and PULLs merged into an already queued frame (Config.CoalesceControl)
 	OutOfWindow         uint64 // DATA outside the receive sequence window
 	PathsExcluded       uint64 // path exclusions by the scoreboard
 	ConnsOpened         uint64
@@ -36,11 +37,12 @@ type Stats struct {
 	ConnsActive         int
 	TimeWaitActive      int
 
-	// Adaptive RTO (see Config.RTO). Spurious retransmissions show up at the
-	// peer as DuplicatesIn.
+	// Adaptive RTO (see Config.RTO). Spurious retransmissions that went out
+	// show up at the peer as DuplicatesIn.
 	RTTSamples     uint64                 // valid (Karn) RTT samples: ACKs of packets sent once
 	RTTHist        [RTTHistBuckets]uint64 // samples by size: [0] < 1µs, [i] in [2^(i-1), 2^i) µs, last ≥ 131ms
 	SRTT, RTTVar   time.Duration          // endpoint-wide estimate over all samples (seeds new connections)
 	RTOMin, RTOMax time.Duration          // smallest / largest base RTO any connection used
 	RTOBackoffs    uint64                 // timeout rounds that doubled a connection's RTO
+	SpuriousRTOs   uint64                 // packets declared lost by the RTO and ACKed before they were resent
 }

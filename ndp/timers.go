@@ -36,7 +36,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 				continue
 			}
 			if d.sentAt+rto <= now {
-				d.ambiguous = true
+				d.rtoLost = true
 				s.queueRtx(seq)
 				c.paths.loss(d.path)
 				lost++
