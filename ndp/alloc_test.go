@@ -109,10 +109,13 @@ func TestSteadyStateNoAllocs(t *testing.T) {
 		for i := 0; i < 200; i++ { // warm up: accept, pools, event ring
 			p.step()
 		}
-		before := p.read
+		before, samples := p.read, p.a.Stats().RTTSamples
 		allocs := testing.AllocsPerRun(500, p.step)
 		if allocs != 0 {
 			t.Fatalf("MTU %d: %v allocations per steady-state step", mtu, allocs)
+		}
+		if p.a.Stats().RTTSamples-samples < 500*10 {
+			t.Fatalf("MTU %d: RTT estimator not exercised (%d samples)", mtu, p.a.Stats().RTTSamples-samples)
 		}
 		if p.read-before < 500*10*MaxPayload(mtu) {
 			t.Fatalf("MTU %d: only %d bytes moved in 500 steps (< 10 packets per step)", mtu, p.read-before)

@@ -25,8 +25,10 @@ type testNet struct {
 	loss, dup, trim, bounce float64
 	// middle, if set, sees each frame first and may drop it (return false)
 	middle func(from, to int, b []byte) ([]byte, bool)
-	buf    []byte
-	sent   int
+	// delay, if set, adds a per-frame extra delay (e.g. late ACKs)
+	delay func(from, to int, b []byte) Time
+	buf   []byte
+	sent  int
 
 	// optional NDP-switch model of each host's downlink: data is
 	// serialised at rate bytes/ns behind at most queueBytes of data, or
@@ -220,6 +222,9 @@ func (n *testNet) transmit(from, to int, b []byte) {
 	}
 	for k := 0; k < copies; k++ {
 		at := n.now + n.latency + extra
+		if n.delay != nil {
+			at += n.delay(from, to, b)
+		}
 		if n.jitter > 0 {
 			at += Time(n.rnd.Int64N(int64(n.jitter)))
 		}

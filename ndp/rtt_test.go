@@ -1,0 +1,537 @@
+package ndp
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+// ---- the estimator alone (fake time: samples carry their own now) ----
+
+func TestRTTEstimator(t *testing.T) {
+	const lo, hi = 1 * ms, 32 * ms
+	type step struct {
+		m     Time // sample
+		every Time // time between samples
+		n     int  // how many
+	}
+	for _, tc := range []struct {
+		name   string
+		steps  []step
+		check  func(t *testing.T, r *rttEstimator)
+		rtoMin Time
+		rtoMax Time
+	}{
+		{
+			name:  "first sample: SRTT=R, RTTVAR=R/2, RTO=3R",
+			steps: []step{{m: 2 * ms, n: 1}},
+			check: func(t *testing.T, r *rttEstimator) {
+				if r.srtt != 2*ms || r.rttvar != ms {
+					t.Fatalf("srtt %v rttvar %v", time.Duration(r.srtt), time.Duration(r.rttvar))
+				}
+			},
+			rtoMin: 6 * ms, rtoMax: 6 * ms,
+		},
+		{
+			// constant 3ms: SRTT converges, RTTVAR decays once per round (SRTT),
+			// so after 30 rounds the RTO is just above the RTT
+			name:  "converges on a constant RTT",
+			steps: []step{{m: 3 * ms, every: 3 * ms, n: 30}},
+			check: func(t *testing.T, r *rttEstimator) {
+				if r.srtt != 3*ms {
+					t.Fatalf("srtt %v", time.Duration(r.srtt))
+				}
+			},
+			rtoMin: 3*ms + rttGranularity, rtoMax: 3*ms + 2*rttGranularity,
+		},
+		{
+			// many samples within one round (a window of ACKs) must not shrink
+			// RTTVAR: it decays per round, not per sample
+			name:  "variance survives a burst of calm samples",
+			steps: []step{{m: 1 * ms, every: 1 * ms, n: 20}, {m: 5 * ms, every: 1 * ms, n: 1}, {m: 1 * ms, every: 1 * us, n: 200}},
+			check: func(t *testing.T, r *rttEstimator) {
+				if r.rttvar < 700*us {
+					t.Fatalf("rttvar %v after one late sample and a calm window", time.Duration(r.rttvar))
+				}
+			},
+			rtoMin: 4 * ms, rtoMax: 8 * ms,
+		},
+		{
+			name:  "then decays over rounds",
+			steps: []step{{m: 1 * ms, every: 1 * ms, n: 20}, {m: 5 * ms, every: 1 * ms, n: 1}, {m: 1 * ms, every: 1 * ms, n: 60}},
+			check: func(t *testing.T, r *rttEstimator) {
+				if r.rttvar > 20*us {
+					t.Fatalf("rttvar %v after 60 calm rounds", time.Duration(r.rttvar))
+				}
+			},
+			rtoMin: lo, rtoMax: lo + 100*us,
+		},
+		{
+			// RTTs far below SRTT raise the deviation with gain 1/32 only
+			name:  "a drop in RTT barely raises the deviation",
+			steps: []step{{m: 4 * ms, every: 4 * ms, n: 40}, {m: 100 * us, every: 10 * us, n: 1}},
+			check: func(t *testing.T, r *rttEstimator) {
+				if r.rttvar > 200*us {
+					t.Fatalf("rttvar %v", time.Duration(r.rttvar))
+				}
+			},
+			rtoMin: 3 * ms, rtoMax: 5 * ms,
+		},
+		{
+			name:   "clamped to the minimum",
+			steps:  []step{{m: 10 * us, every: 10 * us, n: 100}},
+			rtoMin: lo, rtoMax: lo,
+		},
+		{
+			name:   "clamped to the maximum",
+			steps:  []step{{m: 100 * ms, every: 100 * ms, n: 10}},
+			rtoMin: hi, rtoMax: hi,
+		},
+		{
+			name:   "no estimate: the minimum (initial) RTO",
+			rtoMin: lo, rtoMax: lo,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r rttEstimator
+			now := Time(0)
+			for _, s := range tc.steps {
+				for range s.n {
+					now += s.every
+					r.sample(s.m, now)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, &r)
+			}
+			if got := r.rto(lo, hi); got < tc.rtoMin || got > tc.rtoMax {
+				t.Fatalf("rto %v, want [%v, %v] (srtt %v rttvar %v)", time.Duration(got), time.Duration(tc.rtoMin),
+					time.Duration(tc.rtoMax), time.Duration(r.srtt), time.Duration(r.rttvar))
+			}
+		})
+	}
+}
+
+func TestBackedOff(t *testing.T) {
+	for _, tc := range []struct {
+		d       Time
+		backoff uint8
+		limit   Time
+		want    Time
+	}{
+		{ms, 0, 32 * ms, ms},
+		{ms, 1, 32 * ms, 2 * ms},
+		{ms, 5, 32 * ms, 32 * ms},
+		{ms, 6, 32 * ms, 32 * ms},
+		{3 * ms, 4, 32 * ms, 32 * ms},
+		{3 * ms, 3, 32 * ms, 24 * ms},
+		{40 * ms, 3, 32 * ms, 40 * ms}, // already beyond the limit: unchanged
+		{ms, maxBackoff, 32 * ms, 32 * ms},
+	} {
+		if got := backedOff(tc.d, tc.backoff, tc.limit); got != tc.want {
+			t.Errorf("backedOff(%v, %d, %v) = %v, want %v", time.Duration(tc.d), tc.backoff, time.Duration(tc.limit), time.Duration(got), time.Duration(tc.want))
+		}
+	}
+}
+
+func TestRTTSeedTable(t *testing.T) {
+	var s rttSeeds
+	// two addresses that share a slot
+	ip1 := uint32(0x0a000001)
+	ip2 := ip1 + 1
+	for rttSlot(ip2) != rttSlot(ip1) {
+		ip2++
+	}
+	ip3 := ip1 + 1 // a third address in another slot
+	for rttSlot(ip3) == rttSlot(ip1) {
+		ip3++
+	}
+	if got := s.seed(ip1, 0); got.valid {
+		t.Fatal("empty table gave a seed")
+	}
+	s.sample(ip1, 2*ms, ms)
+	if got := s.seed(ip1, 2*ms); !got.valid || got.srtt != 2*ms || got.roundAt != 2*ms || got.mdevMax != 0 {
+		t.Fatalf("seed %+v", got)
+	}
+	if got := s.seed(ip3, 0); !got.valid || got.srtt != 2*ms {
+		t.Fatalf("unknown address must get the endpoint-wide estimate, got %+v", got)
+	}
+	for range 50 {
+		s.sample(ip2, 8*ms, ms) // replaces ip1's entry
+	}
+	if d := s.dest[rttSlot(ip1)]; d.ip != ip2 {
+		t.Fatalf("colliding address did not replace the entry: %+v", d)
+	}
+	if got := s.seed(ip1, 0); got.srtt == 2*ms || got.srtt < 6*ms {
+		t.Fatalf("after eviction ip1 gets the endpoint-wide estimate (mostly 8ms), got %v", time.Duration(got.srtt))
+	}
+}
+
+// ---- the estimator inside an Endpoint ----
+
+// ackAll delivers frames to b at at, and b's ACK/NACKs to a at ackAt.
+func ackAll(t *testing.T, a, b *Endpoint, frames []rec, at, ackAt Time) {
+	t.Helper()
+	deliver(t, b, at, frames...)
+	deliver(t, a, ackAt, poll(t, b, at, true)...)
+}
+
+func rttOf(t *testing.T, e *Endpoint, h Handle) RTTInfo {
+	t.Helper()
+	info, ok := e.RTT(h)
+	if !ok {
+		t.Fatal("RTT: no such connection")
+	}
+	return info
+}
+
+// Karn's rule: an ACK of a packet resent after the RTO gives no sample; an ACK
+// of a packet the RTO declared lost but not yet resent does (and proves the RTO
+// spurious); a retransmission asked for by a NACK is timed from the resend.
+func TestRTTKarn(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 3*a.MSS(), DialOptions{})
+	rs := poll(t, a, 0, true)
+	if len(rs) != 3 {
+		t.Fatalf("%d frames", len(rs))
+	}
+	deliver(t, b, 10*us, rs...)
+	acks := ofType(poll(t, b, 10*us, true), TypeAck)
+	deliver(t, a, 200*us, acks[0])
+	if r := rttOf(t, a, h); r.Samples != 1 || r.SRTT != 200*time.Microsecond {
+		t.Fatalf("after the first ACK: %+v", r)
+	}
+	// the other two ACKs are late: the RTO (base 1ms, clamped) declares both lost
+	at, _ := a.NextTimer()
+	a.HandleTimers(at)
+	if st := a.Stats(); st.RTOFires != 2 {
+		t.Fatalf("RTO fires %d", st.RTOFires)
+	}
+	// ACK of packet 1 before its retransmission left: valid sample, spurious RTO
+	deliver(t, a, at+us, acks[1])
+	if r, st := rttOf(t, a, h), a.Stats(); r.Samples != 2 || st.SpuriousRTOs != 1 || r.Backoff != 0 {
+		t.Fatalf("ACK of a declared-lost, unsent packet: %+v, spurious %d", r, st.SpuriousRTOs)
+	}
+	// packet 2 is resent; the late ACK of its first copy is ambiguous: no sample
+	if out := poll(t, a, at+us, true); len(out) != 1 || out[0].f.Header.Seq != rs[2].f.Header.Seq {
+		t.Fatalf("resend %+v", out)
+	}
+	deliver(t, a, at+2*us, acks[2])
+	if r := rttOf(t, a, h); r.Samples != 2 {
+		t.Fatalf("ambiguous ACK gave a sample: %+v", r)
+	}
+
+	// NACK-asked retransmission: the trimmed first copy cannot be ACKed, so the
+	// retransmission's ACK is a sample, timed from the retransmission
+	now := 2 * ms
+	a.Write(h, pattern(4, 2*a.MSS()), now)
+	rs = poll(t, a, now, true)
+	if len(rs) != 2 {
+		t.Fatalf("%d frames", len(rs))
+	}
+	k, _ := TrimFrame(rs[0].b)
+	rs[0].b = rs[0].b[:k]
+	deliver(t, b, now+10*us, rs...)
+	evs := events(b)
+	ctl := poll(t, b, now+10*us, true) // ACK of rs[1], NACK of rs[0]
+	deliver(t, a, now+20*us, ctl...)
+	samples := rttOf(t, a, h).Samples
+	if samples != 3 {
+		t.Fatalf("samples %d after the untrimmed packet's ACK", samples)
+	}
+	for _, ev := range evs {
+		if ev.Kind == EventPulls {
+			for range ev.Count {
+				b.PullReleased(ev.Handle, now+30*us)
+			}
+		}
+	}
+	deliver(t, a, now+40*us, ofType(poll(t, b, now+30*us, true), TypePull)...)
+	rtx := poll(t, a, now+40*us, true)
+	if len(rtx) != 1 || rtx[0].f.Header.Seq != rs[0].f.Header.Seq {
+		t.Fatalf("pulled retransmission %+v", rtx)
+	}
+	deliver(t, b, now+50*us, rtx...)
+	deliver(t, a, now+140*us, ofType(poll(t, b, now+50*us, true), TypeAck)...)
+	if r := rttOf(t, a, h); r.Samples != 4 {
+		t.Fatalf("NACK-asked retransmission gave no sample: %+v", r)
+	}
+	if st := a.Stats(); st.RTTHist[rttBucket(100*us)] == 0 || st.RTTSamples != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Backoff: each silent timeout round doubles the RTO up to MaxRTO; feedback that
+// gives no sample (a NACK) keeps it doubled (Karn), a valid sample undoes it.
+func TestRTOBackoff(t *testing.T) {
+	a, b := mkEP(t, ipA, func(c *Config) { c.MaxRTORetries = 20 }), mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 10, DialOptions{})
+	first := poll(t, a, 0, true)
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 32, 32} // ms, MaxRTO = 32ms
+	if r := rttOf(t, a, h); r.RTO != time.Millisecond || r.Seeded {
+		t.Fatalf("fresh endpoint: %+v", r)
+	}
+	now := Time(0)
+	for i, w := range want {
+		if r := rttOf(t, a, h); r.RTO != w*time.Millisecond {
+			t.Fatalf("round %d: RTO %v, want %v", i, r.RTO, w*time.Millisecond)
+		}
+		at, ok := a.NextTimer()
+		if !ok || at-now != Time(w)*ms {
+			t.Fatalf("round %d: timer at +%v, want +%v", i, time.Duration(at-now), w*time.Millisecond)
+		}
+		now = at
+		a.HandleTimers(now)
+		if out := poll(t, a, now, true); len(out) != 1 {
+			t.Fatalf("round %d: %d resent", i, len(out))
+		}
+	}
+	// a NACK: the peer is alive (give-up count reset) but no sample: still backed off
+	c := a.conn(h)
+	deliver(t, b, now, first...)
+	nack := first[0]
+	k, _ := TrimFrame(nack.b)
+	nack.b = nack.b[:k]
+	b2 := mkEP(t, ipB, nil) // a receiver that sees only the trimmed header
+	b2.Listen(80)
+	deliver(t, b2, now, nack)
+	deliver(t, a, now+us, ofType(poll(t, b2, now, true), TypeNack)...)
+	if r := rttOf(t, a, h); c.snd.rtoStreak != 0 || r.Backoff != len(want) || r.RTO != 32*time.Millisecond {
+		t.Fatalf("after a NACK: streak %d, %+v", c.snd.rtoStreak, r)
+	}
+	// new data whose ACK is a valid sample undoes the backoff
+	now += ms
+	a.Write(h, []byte("more"), now)
+	out := poll(t, a, now, true)
+	var fresh []rec
+	for _, r := range out {
+		if r.f.Header.Seq != first[0].f.Header.Seq {
+			fresh = append(fresh, r)
+		}
+	}
+	if len(fresh) != 1 {
+		t.Fatalf("new packet not sent: %d frames", len(out))
+	}
+	ackAll(t, a, b, fresh, now, now+300*us)
+	if r := rttOf(t, a, h); r.Backoff != 0 || r.RTO != time.Millisecond || r.Samples != 1 {
+		t.Fatalf("after a valid sample: %+v", r)
+	}
+	if st := a.Stats(); st.RTOBackoffs != uint64(len(want)) {
+		t.Fatalf("RTOBackoffs %d", st.RTOBackoffs)
+	}
+}
+
+// FixedRTO: the paper's constant RTO, no backoff; samples are still taken.
+func TestFixedRTO(t *testing.T) {
+	a, b := mkEP(t, ipA, func(c *Config) { c.FixedRTO = true; c.MaxRTORetries = 20 }), mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 10, DialOptions{})
+	poll(t, a, 0, true)
+	now := Time(0)
+	for i := range 6 {
+		at, _ := a.NextTimer()
+		if at-now != ms {
+			t.Fatalf("round %d: timer at +%v, want the fixed 1ms", i, time.Duration(at-now))
+		}
+		now = at
+		a.HandleTimers(now)
+		poll(t, a, now, true)
+	}
+	if r := rttOf(t, a, h); r.RTO != time.Millisecond || r.Backoff != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if st := a.Stats(); st.RTOBackoffs != 0 {
+		t.Fatalf("backoffs %d", st.RTOBackoffs)
+	}
+	// samples are still taken (stats), but the RTO stays put
+	now += ms
+	a.Write(h, []byte("x"), now)
+	out := poll(t, a, now, true)
+	ackAll(t, a, b, out[len(out)-1:], now, now+5*ms)
+	if r := rttOf(t, a, h); r.Samples != 1 || r.SRTT != 5*time.Millisecond || r.RTO != time.Millisecond {
+		t.Fatalf("%+v", r)
+	}
+}
+
+// Seeding: a new connection starts from what earlier connections to the same
+// address measured (or the endpoint-wide estimate for a new address), so
+// per-call connections do not start from nothing.
+func TestRTTSeeding(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	c3 := mkEP(t, [4]byte{10, 0, 0, 3}, nil)
+	b.Listen(80)
+	c3.Listen(80)
+	// first connection: 10 request/ACK exchanges with a 3ms RTT
+	h1, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	now := Time(0)
+	for i := range 10 {
+		a.Write(h1, []byte("ping"), now)
+		ackAll(t, a, b, poll(t, a, now, true), now, now+3*ms)
+		now += 4 * ms
+		if i == 0 {
+			if r := rttOf(t, a, h1); r.Seeded || r.Samples != 1 {
+				t.Fatalf("first connection: %+v", r)
+			}
+		}
+	}
+	r1 := rttOf(t, a, h1)
+	if r1.SRTT < 2900*time.Microsecond || r1.BaseRTO < 3*time.Millisecond {
+		t.Fatalf("first connection learned %+v", r1)
+	}
+	// a second connection to the same address starts where the first is
+	h2, _ := a.Dial(addrOf(b, 80), DialOptions{}, now)
+	r2 := rttOf(t, a, h2)
+	if !r2.Seeded || r2.Samples != 0 || r2.SRTT != r1.SRTT || r2.BaseRTO != r1.BaseRTO {
+		t.Fatalf("seeded connection %+v, first %+v", r2, r1)
+	}
+	// a connection to a new address starts from the endpoint-wide estimate
+	h3, _ := a.Dial(addrOf(c3, 80), DialOptions{}, now)
+	if r3, st := rttOf(t, a, h3), a.Stats(); !r3.Seeded || r3.SRTT != st.SRTT || r3.SRTT == 0 {
+		t.Fatalf("new address: %+v, endpoint SRTT %v", r3, st.SRTT)
+	}
+	// the listener's side: b answers on the first connection (a's ACK of the
+	// answer comes 2ms later), then a new connection b accepts from a starts
+	// from that
+	acc, ok := findEvent(events(b), EventAccepted)
+	if !ok {
+		t.Fatal("not accepted")
+	}
+	b.Write(acc.Handle, []byte("pong"), now)
+	ackAll(t, b, a, poll(t, b, now, true), now, now+2*ms)
+	now += 3 * ms
+	a.Write(h2, []byte("ping"), now)
+	deliver(t, b, now, poll(t, a, now, true)...)
+	acc2, ok := findEvent(events(b), EventAccepted)
+	if !ok {
+		t.Fatal("second connection not accepted")
+	}
+	if r := rttOf(t, b, acc2.Handle); !r.Seeded || r.SRTT != 2*time.Millisecond {
+		t.Fatalf("accepted connection: %+v", r)
+	}
+}
+
+// A path whose every ACK is 3ms late but loses nothing: after the first few
+// RTTs the adaptive RTO stops retransmitting; the paper's fixed 1ms RTO
+// retransmits every packet it sends, for the whole transfer.
+func TestDelayedACKPath(t *testing.T) {
+	const size = 3 << 20
+	const ackDelay = 3 * ms
+	const settle = 15 * ms // "the first few RTTs"
+	type result struct {
+		rtxAfter, dataAfter uint64
+		stats               Stats
+		rtt                 RTTInfo
+		dur                 Time
+	}
+	run := func(fixed bool) result {
+		n := newTestNet(t, 5, Config{FixedRTO: fixed, SendBuffer: 1 << 20}, Config{FixedRTO: fixed, RecvBuffer: 1 << 20})
+		n.delay = func(_, _ int, b []byte) Time {
+			if len(b) > 43 && PacketType(b[43]) == TypeAck {
+				return ackDelay
+			}
+			return 0
+		}
+		// pull pacing at ~1 Gb/s: the transfer lasts ~30ms, 10 ACK delays
+		n.hosts[1].pullGap = 12 * us
+		n.hosts[1].ep.Listen(80)
+		h, _ := n.hosts[0].ep.Dial(n.addr(1, 80), DialOptions{}, 0)
+		data := pattern(11, size)
+		off := 0
+		var at Stats
+		var settled bool
+		var s Handle
+		ok := n.run(5_000_000, func() bool {
+			e := n.hosts[0].ep
+			if off < len(data) {
+				k, _ := e.Write(h, data[off:], n.now)
+				if off += k; off == len(data) {
+					e.CloseWrite(h, n.now)
+				}
+			}
+			if !settled && n.now >= settle {
+				settled, at = true, e.Stats()
+			}
+			if s == 0 && len(n.hosts[1].accepted) > 0 {
+				s = n.hosts[1].accepted[0]
+			}
+			return s != 0 && n.hosts[1].eof[s]
+		})
+		if !ok || !bytes.Equal(n.hosts[1].got(s), data) {
+			t.Fatalf("fixed=%v: transfer incomplete or corrupt (%d of %d bytes)\n%v", fixed, len(n.hosts[1].got(s)), size, n)
+		}
+		st := n.hosts[0].ep.Stats()
+		r, _ := n.hosts[0].ep.RTT(h)
+		return result{st.Retransmits - at.Retransmits, st.DataOut - at.DataOut, st, r, n.now}
+	}
+	adaptive, fixed := run(false), run(true)
+	t.Logf("adaptive: %v, %d retransmits (%d after %v, of %d sent), RTT %+v", time.Duration(adaptive.dur), adaptive.stats.Retransmits, adaptive.rtxAfter, time.Duration(settle), adaptive.dataAfter, adaptive.rtt)
+	t.Logf("fixed:    %v, %d retransmits (%d after %v, of %d sent)", time.Duration(fixed.dur), fixed.stats.Retransmits, fixed.rtxAfter, time.Duration(settle), fixed.dataAfter)
+	if adaptive.dataAfter < 500 || fixed.dataAfter < 500 {
+		t.Fatalf("transfer too short to judge: %d / %d packets after settling", adaptive.dataAfter, fixed.dataAfter)
+	}
+	if adaptive.rtxAfter != 0 {
+		t.Errorf("adaptive RTO retransmitted %d packets after the first RTTs on a lossless path", adaptive.rtxAfter)
+	}
+	if fixed.rtxAfter < fixed.dataAfter/3 {
+		t.Errorf("fixed 1ms RTO retransmitted only %d of %d packets with 3ms ACK delay (test not exercising it)", fixed.rtxAfter, fixed.dataAfter)
+	}
+	if adaptive.rtt.SRTT < 3*time.Millisecond || adaptive.rtt.RTO > 6*time.Millisecond {
+		t.Errorf("adaptive estimate %+v, want SRTT ≈ 3ms and RTO not far above", adaptive.rtt)
+	}
+}
+
+func TestConfigRTOValidation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+		ok   bool
+		chk  func(t *testing.T, c Config)
+	}{
+		{"defaults", nil, true, func(t *testing.T, c Config) {
+			if c.RTO != time.Millisecond || c.MaxRTO != 32*time.Millisecond || c.StallTimeout != 2*time.Millisecond {
+				t.Fatalf("%v %v %v", c.RTO, c.MaxRTO, c.StallTimeout)
+			}
+			if c.TimeWait != 12*32*time.Millisecond+4*time.Millisecond {
+				t.Fatalf("TimeWait %v", c.TimeWait)
+			}
+		}},
+		{"fixed: the paper's time-wait", func(c *Config) { c.FixedRTO = true }, true, func(t *testing.T, c Config) {
+			if c.TimeWait != 12*2*time.Millisecond+4*time.Millisecond {
+				t.Fatalf("TimeWait %v", c.TimeWait)
+			}
+		}},
+		{"MaxRTO follows RTO", func(c *Config) { c.RTO = 200 * time.Microsecond }, true, func(t *testing.T, c Config) {
+			if c.MaxRTO != 6400*time.Microsecond {
+				t.Fatalf("MaxRTO %v", c.MaxRTO)
+			}
+		}},
+		{"MaxRTO capped at a minute", func(c *Config) { c.RTO = 10 * time.Second; c.StallTimeout = time.Second }, true, func(t *testing.T, c Config) {
+			if c.MaxRTO != time.Minute {
+				t.Fatalf("MaxRTO %v", c.MaxRTO)
+			}
+		}},
+		{"MaxRTO = RTO", func(c *Config) { c.MaxRTO = time.Millisecond }, true, nil},
+		{"MaxRTO below RTO", func(c *Config) { c.MaxRTO = 500 * time.Microsecond }, false, nil},
+		{"negative MaxRTO", func(c *Config) { c.MaxRTO = -1 }, false, nil},
+		{"MaxRTO above a minute", func(c *Config) { c.MaxRTO = 2 * time.Minute }, false, nil},
+		{"RTO above a minute", func(c *Config) { c.RTO = 2 * time.Minute }, false, nil},
+		{"retries above 1<<20", func(c *Config) { c.MaxRTORetries = 1<<20 + 1 }, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{LocalIP: ipA}
+			if tc.mod != nil {
+				tc.mod(&cfg)
+			}
+			e, err := NewEndpoint(cfg)
+			if tc.ok != (err == nil) {
+				t.Fatalf("err %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("err %v does not match ErrInvalidConfig", err)
+			}
+			if err == nil && tc.chk != nil {
+				tc.chk(t, e.Config())
+			}
+		})
+	}
+}
