@@ -98,6 +98,18 @@ type Config struct {
 	// ControlQueue bounds queued control frames (ACK/NACK/PULL/RESET)
 	// awaiting PollFrame. Overflow drops the frame (counted). Default 2048.
 	ControlQueue int
+	// CoalesceControl merges a connection's ACKs and PULLs that are queued
+	// at once (one receive batch) into fewer frames: an ACK frame also
+	// acknowledges up to 64 following packets (FlagAckMore, a bitmap in the
+	// Offset field) and carries the connection's latest pull counter
+	// (FlagPull), so a batch of arrivals from one sender costs one control
+	// frame instead of an ACK and a PULL per packet. Nothing is delayed:
+	// only frames already waiting for the same PollFrame calls merge. Off
+	// (the default) sends one frame per ACK and per PULL, as the NDP paper
+	// does; the simulator keeps that. The AF_XDP engine turns it on, where
+	// every frame costs a system call's share and a copy. Receivers of
+	// either setting understand both.
+	CoalesceControl bool
 	// Seed seeds the deterministic PRNG (path permutations, connection ids,
 	// initial sequence numbers). Zero is a valid seed.
 	Seed uint64

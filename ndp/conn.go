@@ -39,6 +39,11 @@ type conn struct {
 	pullEpoch              uint32 // bumped when queued pulls are dropped
 	pullEvQueued           bool
 	writeBlocked           bool
+
+	// ctlPending is the id+1 of this connection's last queued ACK or PULL
+	// frame (0: none), which later ones merge into while it is still
+	// queued (Config.CoalesceControl).
+	ctlPending uint64
 }
 
 // newConn allocates a connection object; with prealloc its stream buffers

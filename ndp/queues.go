@@ -33,9 +33,10 @@ type ctlFrame struct {
 // pull counter and the stall probe, a lost RESET by time-wait answering
 // again).
 type ctlQueue struct {
-	buf  []ctlFrame
-	head int
-	n    int
+	buf    []ctlFrame
+	head   int
+	n      int
+	pushed uint64 // frames ever pushed: the id of the next one (ids let a connection find its pending frame)
 }
 
 func (q *ctlQueue) push(f *ctlFrame) bool {
@@ -48,7 +49,24 @@ func (q *ctlQueue) push(f *ctlFrame) bool {
 	}
 	q.buf[i] = *f
 	q.n++
+	q.pushed++
 	return true
+}
+
+// lastID is the id of the frame pushed last (valid after a successful push).
+func (q *ctlQueue) lastID() uint64 { return q.pushed - 1 }
+
+// pending returns the frame with id if it has not been popped yet, else nil.
+func (q *ctlQueue) pending(id uint64) *ctlFrame {
+	first := q.pushed - uint64(q.n) // id of the frame at head
+	if id < first || id >= q.pushed {
+		return nil
+	}
+	i := q.head + int(id-first)
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	return &q.buf[i]
 }
 
 func (q *ctlQueue) pop() (*ctlFrame, bool) {

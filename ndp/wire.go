@@ -104,8 +104,10 @@ const (
 	FlagPriority Flags = 1 << 5 // strict-priority traffic
 	FlagPaced    Flags = 1 << 6 // sender asked for edge pacing (informational)
 	FlagPulled   Flags = 1 << 7 // DATA sent in answer to a PULL (lets the receiver's pacer refund short packets)
+	FlagAckMore  Flags = 1 << 8 // ACK: Offset is a bitmap, bit i acknowledging Seq+1+i too (Config.CoalesceControl)
+	FlagPull     Flags = 1 << 9 // ACK: also a PULL, PullCounter is valid (Config.CoalesceControl)
 
-	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled
+	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled | FlagAckMore | FlagPull
 )
 
 // ResetCode says why a RESET was sent.

@@ -70,6 +70,12 @@ type Config struct {
 	// application goroutines inside Stack calls make progress (the owner of
 	// the Stack then drives it with Poll, e.g. ndpd's core loop).
 	NoBackground bool
+	// SeparateControl sends one frame per ACK and per PULL, as the NDP
+	// paper does. By default the stack sets Endpoint.CoalesceControl: a
+	// connection's ACKs and PULLs queued for the same transmit batch share
+	// frames, which on AF_XDP in copy mode (a copy and a share of a sendto
+	// per frame) removes most control frames of a transfer.
+	SeparateControl bool
 	// OnEvent, when set, is called for every connection event after the
 	// Stack processed it, with the Stack's lock held: it must not call back
 	// into the Stack. For embedders (ndpd) that translate events into their
@@ -97,6 +103,9 @@ func (c *Config) populate() {
 		// scheduler preemption, a busy peer), so give up only after ~0.5s
 		// of silence.
 		c.Endpoint.MaxRTORetries = 500
+	}
+	if !c.SeparateControl {
+		c.Endpoint.CoalesceControl = true
 	}
 	if c.NeighborTTL == 0 {
 		c.NeighborTTL = 30 * time.Second

@@ -1,0 +1,79 @@
+package ndp
+
+import "math/bits"
+
+// Control-frame coalescing (Config.CoalesceControl). A receive batch from
+// one sender makes the receiver queue an ACK per packet and, as the pull
+// pacer releases them, PULLs: on a link where every frame has a fixed cost
+// (AF_XDP copy mode: a descriptor, a copy and a share of a sendto) that is
+// two control frames per data packet. While a connection's last ACK or PULL
+// frame is still queued, later ones merge into it:
+//
+//   - a PULL updates its pull counter (counters are cumulative, the sender
+//     sends as many packets as the counter advanced) and, on an ACK frame,
+//     sets FlagPull;
+//   - an ACK of a later packet sets a bit of the ACK frame's bitmap
+//     (FlagAckMore; Offset bit i acknowledges Seq+1+i), or turns a queued
+//     PULL frame into an ACK that carries it.
+//
+// Nothing waits for a merge: frames only merge while queued for the same
+// PollFrame calls, so latency is unchanged and a lost merged frame costs
+// what its parts would have (the RTO, the pull counter and stall probes
+// recover ACKs and PULLs alike). The sender attributes each acknowledged
+// packet to the path it sent it on (its own record), not the frame's.
+
+// mergeCtl merges an ACK or PULL for c into c's queued control frame; false
+// if it cannot (the frame left, belongs to a recycled slot, or an ACK falls
+// outside its bitmap).
+func (e *Endpoint) mergeCtl(c *conn, t PacketType, seq, pull uint32, path uint16) bool {
+	f := e.ctl.pending(c.ctlPending - 1)
+	if f == nil || f.connID != c.key.connID || f.srcPort != c.key.localPort || f.dstPort != c.key.remotePort || f.dstIP != c.remote.IP {
+		c.ctlPending = 0
+		return false
+	}
+	switch {
+	case t == TypePull && f.typ == TypePull:
+		f.pull = pull
+	case t == TypePull && f.typ == TypeAck:
+		f.pull = pull
+		f.flags |= FlagPull
+	case t == TypeAck && f.typ == TypePull:
+		f.typ, f.seq, f.pathID = TypeAck, seq, path
+		f.flags |= FlagPull
+	case t == TypeAck && f.typ == TypeAck:
+		d := seq - f.seq - 1
+		switch {
+		case seq == f.seq:
+			// a duplicate's re-ACK: already in this frame
+		case d < 64:
+			f.off |= 1 << d
+			f.flags |= FlagAckMore
+		default:
+			return false
+		}
+	default:
+		return false
+	}
+	e.stats.ControlMerged++
+	return true
+}
+
+// handleAck is the sender's handling of an ACK frame: its own packet, the
+// packets of its bitmap, and the PULL it carries.
+func (e *Endpoint) handleAck(c *conn, h *Header, now Time) {
+	e.sndAck(c, h, now)
+	if h.Flags&FlagAckMore != 0 {
+		more := *h
+		for m := h.Offset; m != 0 && !c.closed; m &= m - 1 {
+			more.Seq = h.Seq + 1 + uint32(bits.TrailingZeros64(m))
+			if c.snd.inWindow(more.Seq) {
+				more.PathID = c.snd.desc(more.Seq).path
+			}
+			e.sndAck(c, &more, now)
+		}
+	}
+	if h.Flags&FlagPull != 0 && !c.closed {
+		e.stats.PullsIn++
+		e.sndPull(c, h, now)
+	}
+}

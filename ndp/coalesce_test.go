@@ -1,0 +1,251 @@
+package ndp
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+func coalescing(c *Config) { c.CoalesceControl = true }
+
+// A batch of arrivals from one sender is answered by one frame: an ACK of
+// the first packet whose bitmap acknowledges the rest and which carries
+// the pulls released meanwhile; the sender takes all of it.
+func TestCoalescedAckAndPull(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, coalescing)
+	if err := b.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	mss := a.MSS()
+	h, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write(h, pattern(1, 60*mss), 0)
+	data := poll(t, a, 0, true)
+	if len(data) != a.cfg.IW {
+		t.Fatalf("pushed %d, want IW %d", len(data), a.cfg.IW)
+	}
+	const batch = 20
+	deliver(t, b, 10*us, data[:batch]...)
+	pulls := 0
+	for _, ev := range events(b) {
+		if ev.Kind == EventPulls {
+			for i := 0; i < ev.Count; i++ {
+				b.PullReleased(ev.Handle, 10*us)
+				pulls++
+			}
+		}
+	}
+	if pulls != batch {
+		t.Fatalf("%d pulls for %d arrivals", pulls, batch)
+	}
+	out := poll(t, b, 10*us, true)
+	if len(out) != 1 {
+		t.Fatalf("%d control frames for a batch of %d arrivals, want 1", len(out), batch)
+	}
+	hd := out[0].f.Header
+	if hd.Type != TypeAck || hd.Flags&(FlagAckMore|FlagPull) != FlagAckMore|FlagPull {
+		t.Fatalf("merged frame %+v", hd)
+	}
+	if hd.Seq != data[0].f.Header.Seq || hd.Offset != 1<<(batch-1)-1 || hd.PullCounter != batch {
+		t.Fatalf("merged frame acks %d + bitmap %#x, pull counter %d; want %d + %#x, %d",
+			hd.Seq, hd.Offset, hd.PullCounter, data[0].f.Header.Seq, uint64(1<<(batch-1)-1), batch)
+	}
+	if st := b.Stats(); st.AcksOut != 1 || st.PullsOut != 1 || st.ControlMerged != 2*batch-1 {
+		t.Fatalf("receiver stats: %d ACK frames, %d PULLs out, %d merged", st.AcksOut, st.PullsOut, st.ControlMerged)
+	}
+	deliver(t, a, 20*us, out...)
+	// The sender saw 20 ACKs and 20 pulls: it sends 20 more packets (30
+	// more are waiting) and nothing retransmits.
+	next := poll(t, a, 20*us, true)
+	if got := len(ofType(next, TypeData)); got != batch {
+		t.Fatalf("sender answered the merged pull with %d packets, want %d", got, batch)
+	}
+	if st := a.Stats(); st.AcksIn != 1 || st.PullsIn != 1 || st.Retransmits != 0 {
+		t.Fatalf("sender stats: AcksIn %d PullsIn %d Retransmits %d", st.AcksIn, st.PullsIn, st.Retransmits)
+	}
+	if _, ok := a.RTT(h); !ok {
+		t.Fatalf("no RTT sample from a merged ACK")
+	}
+}
+
+// Merging never reaches across connections, past a popped frame, or
+// beyond the 64-packet bitmap.
+func TestCoalescingBounds(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, coalescing)
+	if err := b.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	mss := a.MSS()
+	var frames []rec
+	for i := 0; i < 2; i++ {
+		h, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Write(h, pattern(i, 3*mss), 0)
+		frames = append(frames, poll(t, a, 0, true)...)
+	}
+	// interleave the two connections' packets
+	deliver(t, b, 1*us, frames[0], frames[3], frames[1], frames[4])
+	events(b)
+	out := poll(t, b, 1*us, true)
+	if len(out) != 2 {
+		t.Fatalf("two connections' ACKs in %d frames, want 2 (one each)", len(out))
+	}
+	for _, r := range out {
+		if r.f.Header.Offset != 1 {
+			t.Fatalf("ACK %+v: want bitmap 1 (the next packet)", r.f.Header)
+		}
+	}
+	// the third packets arrive after the frames left: new frames
+	deliver(t, b, 2*us, frames[2], frames[5])
+	events(b)
+	if out := poll(t, b, 2*us, true); len(out) != 2 || out[0].f.Header.Flags&FlagAckMore != 0 {
+		t.Fatalf("late arrivals: %d frames %+v", len(out), out)
+	}
+
+	// the bitmap reaches 64 packets past the frame's own, not 65
+	c, d := mkEP(t, ipA, func(c *Config) { c.IW = 70 }), mkEP(t, ipB, coalescing)
+	d.Listen(80)
+	h, _ := c.Dial(addrOf(d, 80), DialOptions{}, 0)
+	c.Write(h, pattern(9, 70*mss), 0)
+	rs := poll(t, c, 0, true)
+	deliver(t, d, 1*us, rs[0], rs[65], rs[66])
+	events(d)
+	out = poll(t, d, 1*us, true)
+	if len(out) != 2 || out[0].f.Header.Flags&FlagAckMore != 0 || out[1].f.Header.Offset != 1 {
+		t.Fatalf("ACKs 0, 65, 66: %d frames %+v", len(out), out)
+	}
+}
+
+// With coalescing at both ends, lossy, reordered transfers of eight
+// connections at once finish byte-exact, in fewer frames than without.
+func TestCoalescedTransfersComplete(t *testing.T) {
+	run := func(co bool) (frames uint64) {
+		mod := func(c *Config) { c.CoalesceControl = co }
+		a, b := mkEP(t, ipA, mod), mkEP(t, ipB, mod)
+		if err := b.Listen(80); err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		buf := make([]byte, MaxFrameLen(a.cfg.MTU))
+		var inflight [2][][]byte // frames toward a, toward b
+		var now Time
+		type xfer struct {
+			h    Handle
+			data []byte
+		}
+		var sent []xfer
+		got := map[Handle][]byte{}
+		finished := map[Handle]bool{}
+		done := 0
+		readConn := func(h Handle) {
+			var sink [8192]byte
+			for {
+				n, err := b.Read(h, sink[:])
+				got[h] = append(got[h], sink[:n]...)
+				if err != nil {
+					done++
+					finished[h] = true
+					b.Release(h)
+					return
+				}
+				if n == 0 {
+					return
+				}
+			}
+		}
+		for i := 0; i < 8; i++ {
+			h, err := a.Dial(addrOf(b, 80), DialOptions{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := pattern(i, 20000+rng.IntN(200000))
+			sent = append(sent, xfer{h, d})
+		}
+		written := make([]int, len(sent))
+		for step := 0; step < 200000 && done < len(sent); step++ {
+			now += Time(rng.IntN(int(20 * us)))
+			for i, x := range sent {
+				if written[i] < len(x.data) {
+					k, _ := a.Write(x.h, x.data[written[i]:], now)
+					written[i] += k
+					if written[i] == len(x.data) {
+						a.CloseWrite(x.h, now)
+					}
+				}
+			}
+			for _, ep := range []*Endpoint{a, b} {
+				for {
+					ev, ok := ep.PollEvent()
+					if !ok {
+						break
+					}
+					switch ev.Kind {
+					case EventPulls:
+						for k := 0; k < ev.Count; k++ {
+							ep.PullReleased(ev.Handle, now)
+						}
+					case EventAccepted, EventReadable:
+						if ep != b || finished[ev.Handle] {
+							break
+						}
+						readConn(ev.Handle)
+					}
+				}
+				if t, ok := ep.NextTimer(); ok && t <= now {
+					ep.HandleTimers(now)
+				}
+			}
+			// one batch each way, then delivery with 2% loss and some reordering
+			for dir, ep := range []*Endpoint{a, b} {
+				for {
+					n, _ := ep.PollFrame(buf, now, true)
+					if n == 0 {
+						break
+					}
+					frames++
+					if rng.IntN(50) != 0 {
+						inflight[1-dir] = append(inflight[1-dir], append([]byte(nil), buf[:n]...))
+					}
+				}
+			}
+			for dir, ep := range []*Endpoint{a, b} {
+				q := inflight[dir]
+				rng.Shuffle(len(q), func(i, j int) {
+					if rng.IntN(8) == 0 {
+						q[i], q[j] = q[j], q[i]
+					}
+				})
+				for _, f := range q {
+					ep.HandleFrame(f, now)
+				}
+				inflight[dir] = q[:0]
+			}
+		}
+		if done != len(sent) {
+			t.Fatalf("coalesce=%v: %d of %d transfers finished\na %+v\nb %+v", co, done, len(sent), a.Stats(), b.Stats())
+		}
+		var all [][]byte
+		for _, d := range got {
+			all = append(all, d)
+		}
+		for _, x := range sent {
+			found := false
+			for _, d := range all {
+				found = found || bytes.Equal(d, x.data)
+			}
+			if !found {
+				t.Fatalf("coalesce=%v: a %d-byte transfer arrived corrupted", co, len(x.data))
+			}
+		}
+		return frames
+	}
+	plain, merged := run(false), run(true)
+	t.Logf("frames exchanged: %d one per ACK and PULL, %d coalesced", plain, merged)
+	if merged >= plain {
+		t.Fatalf("coalescing sent %d frames, not fewer than %d", merged, plain)
+	}
+}
