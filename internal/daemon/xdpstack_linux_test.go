@@ -106,7 +106,7 @@ func TestXDPDialToSilentAddressDoesNotStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const resolveTimeout = 600 * time.Millisecond
+	const resolveTimeout = time.Second // the default DialTimeout
 	h, _ := xdpDaemon(t, p.A, p.Veth.A, EngineTransportConfig{DialTimeout: resolveTimeout})
 	embeddedEcho(t, p.B, p.Veth.B)
 	live := netip.AddrPortFrom(p.Veth.B.Addr.Addr(), 7)
@@ -179,8 +179,11 @@ loop:
 	if len(lat) < 10 {
 		t.Fatalf("only %d RPCs completed in %v while B's dial was pending", len(lat), bTook)
 	}
-	if max >= 50*time.Millisecond {
-		t.Fatalf("RPC max latency %v while another app's dial waited for ARP (want < 50ms: the core loop must not wait)", max)
+	// A core loop that waited for the resolution would hold at least one
+	// RPC for all of it (1s); 100ms leaves room for a loaded CI machine
+	// (under -race with other suites, single RPCs of ~60ms were seen).
+	if max >= 100*time.Millisecond {
+		t.Fatalf("RPC max latency %v while another app's dial waited for ARP (want < 100ms: the core loop must not wait)", max)
 	}
 	poolSettled(t, h.path, 2)
 }
