@@ -75,6 +75,7 @@ run 'ndpsim <experiment> -h' for flags`)
 type common struct {
 	link, size              string
 	mtu, queue, iw, paths   int
+	buffer                  string
 	delay, rto              time.Duration
 	gamma, phantom          float64
 	loss, dup, reorder, bad float64
@@ -93,7 +94,8 @@ func (c *common) register(fs *flag.FlagSet, defSize string) {
 	fs.IntVar(&c.headerQueue, "header-queue", 0, "switch header queue, bytes (0: queue × 9000)")
 	fs.BoolVar(&c.noRTS, "no-return-to-sender", false, "drop instead of bouncing headers that overflow the header queue")
 	fs.IntVar(&c.iw, "iw", 30, "initial window, packets pushed in the first RTT")
-	fs.IntVar(&c.paths, "paths", 0, "UDP source ports used as paths (0: endpoint default)")
+	fs.IntVar(&c.paths, "paths", 0, "UDP source ports used as paths (0: endpoint default; FatTree/leaf-spine: the topology's path count)")
+	fs.StringVar(&c.buffer, "buffer", "", "per-connection send and receive buffer, e.g. 4MiB (empty: endpoint default 256 KiB)")
 	fs.DurationVar(&c.delay, "delay", time.Microsecond, "propagation delay of each link")
 	fs.DurationVar(&c.rto, "rto", 0, "retransmission timeout (0: endpoint default)")
 	fs.Float64Var(&c.gamma, "gamma", 1.0, "pull pacing as a fraction of the link rate (HULL headroom)")
@@ -115,10 +117,16 @@ func (c *common) star() (sim.StarConfig, int64, error) {
 	if err != nil {
 		return sim.StarConfig{}, 0, err
 	}
+	var buffer int64
+	if c.buffer != "" {
+		if buffer, err = parseSize(c.buffer); err != nil {
+			return sim.StarConfig{}, 0, err
+		}
+	}
 	cfg := sim.StarConfig{
 		LinkRate:  rate,
 		LinkDelay: ndp.Time(c.delay),
-		Endpoint:  ndp.Config{MTU: c.mtu, IW: c.iw, Paths: c.paths, RTO: c.rto},
+		Endpoint:  ndp.Config{MTU: c.mtu, IW: c.iw, Paths: c.paths, RTO: c.rto, SendBuffer: int(buffer), RecvBuffer: int(buffer)},
 		Pulls:     pullpacer.QueueConfig{Gamma: c.gamma},
 		Fabric:    fabric.Config{DataQueue: c.queue, HeaderQueueBytes: c.headerQueue, NoReturnToSender: c.noRTS, PhantomRate: c.phantom * rate},
 		Faults:    sim.Faults{Loss: c.loss, Duplicate: c.dup, Reorder: c.reorder, Corrupt: c.bad},

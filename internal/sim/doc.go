@@ -4,16 +4,36 @@
 //
 // The pieces:
 //
-//	Sim     event queue ordered by (time, sequence); At/After schedule closures
-//	Link    one direction of a cable: serializes frames at Rate (plus Ethernet's
-//	        preamble, FCS and inter-frame gap), delivers them Delay later, and can
-//	        inject loss, duplication, reordering and corruption
-//	Switch  one fabric.Port per output link; forwards by destination IPv4 address and
-//	        routes return-to-sender headers back
-//	Host    an ndp.Endpoint, the host's pull queue and NIC link, plus the application
-//	        callbacks of the workload (send a pattern, verify what arrives)
+//	Sim      event queue ordered by (time, sequence); At/After schedule closures
+//	Link     one direction of a cable: serializes frames at Rate (plus Ethernet's
+//	         preamble, FCS and inter-frame gap), delivers them Delay later, and can
+//	         inject loss, duplication, reordering and corruption
+//	Switch   one fabric.Port per output link; forwards by destination IPv4 address,
+//	         sends frames for destinations not below it up one of its uplinks (ECMP),
+//	         and routes return-to-sender headers back
+//	Host     an ndp.Endpoint, the host's pull queue and NIC link, plus the application
+//	         callbacks of the workload (send a pattern, verify what arrives)
+//	Network  hosts, switches and links of one topology: Star (every host on one
+//	         switch) or Clos (a k-ary FatTree, or a two-tier leaf-spine)
+//	Workload flows between hosts; every received byte is checked against the sender's
+//	         deterministic pattern
 //
-// A host's NIC pulls its next frame from the endpoint only when the link goes idle, as
-// a real NIC's descriptor ring would; the pull queue's release times become events.
+// A frame's journey in a FatTree: the sender's endpoint builds it into a buffer when
+// the host's NIC link goes idle (as a real NIC's descriptor ring would); the link
+// serializes it and hands it to the edge switch, which either has a route to the
+// destination (same rack) or picks an uplink by ECMP: a hash of the IPv4 5-tuple with a
+// per-switch salt (ECMPHash: the UDP source port is NDP's per-packet path entropy, so a
+// connection's packets spray over the uplinks its ports hash to), the sender's path
+// index read from the source port (ECMPPath: the paper's sender-chosen paths), or a
+// random uplink per frame (ECMPRandom). Aggregation switches do the same toward the
+// core; core and aggregation switches route down by destination. At each hop the
+// output port's fabric queue may trim the frame or return its header to the sender.
+//
+// The pull queue's release times and the endpoint's timers become events; a host
+// re-arms its timer after every transmission as well as after every arrival.
 // Everything is deterministic for a given seed.
+//
+// Experiments: RunIncast (N senders to host 0, star or Clos), RunTransfer (one flow over
+// faulty links), RunPermutation (every host sends to one and receives from one, Clos)
+// and RunRPC (closed-loop request/response on a star).
 package sim
