@@ -76,6 +76,6 @@ func (e *embedded) stats() (Stats, error) {
 			InvalidDescriptors: l.InvalidDescriptors,
 		},
 		Polls: st.Polls, Wakeups: st.Wakeups, RxRejected: st.RxRejected,
-		AcceptDropped: st.AcceptDropped, Quenched: st.Quenched,
+		AcceptDropped: st.AcceptDropped, Quenched: st.Quenched, TxErrors: st.TxErrors,
 	}, nil
 }

@@ -25,6 +25,7 @@ type Stats struct {
 	RxRejected    uint64 // frames the endpoint refused (the reasons are in Endpoint)
 	AcceptDropped uint64 // inbound connections refused: no listener, or its backlog was full
 	Quenched      uint64 // connections failed because their D3 deadline was unmeetable
+	TxErrors      uint64 // transmits the interface failed (a broken link)
 }
 
 // LinkStats are an interface queue's counters.

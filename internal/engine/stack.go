@@ -26,6 +26,7 @@ type Stats struct {
 	RxRejected     uint64 // frames the endpoint refused (malformed, bad checksum, unknown connection, time-wait...)
 	TxFrames       uint64 // frames handed to the link
 	TxBackpressure uint64 // Polls that found no transmit buffer
+	TxErrors       uint64 // transmits the link failed (a broken link; logged at most once a second)
 	PullsReleased  uint64 // PULLs released by the pull queue
 	Quenched       uint64 // connections failed because their D3 deadline was unmeetable
 	AcceptDropped  uint64 // inbound connections refused: no listener or backlog full
@@ -68,18 +69,19 @@ type Stack struct {
 	localIP  [4]byte
 	coalesce bool // PollBusy or NoBackground: waiters defer ACK transmission (see pollDeferLocked)
 
-	mu         sync.Mutex
-	conns      map[ndp.Handle]*Conn
-	listeners  map[uint16]*Listener
-	rx, tx     [][]byte
-	neigh      map[[4]byte]neighEntry
-	pushRetry  ndp.Time // edge pacer held pushes back until then (0: none)
-	txDeferred bool     // a pollDeferLocked skipped its transmit
-	selfPoll   bool     // the link sleeper's own last poll (no Wake for it)
-	signalled  bool     // this batch woke a waiter
-	stats      Stats
-	closed     bool
-	scratch    [4096]byte // discarded data of orphaned connections
+	mu          sync.Mutex
+	conns       map[ndp.Handle]*Conn
+	listeners   map[uint16]*Listener
+	rx, tx      [][]byte
+	neigh       map[[4]byte]neighEntry
+	pushRetry   ndp.Time // edge pacer held pushes back until then (0: none)
+	txDeferred  bool     // a pollDeferLocked skipped its transmit
+	txErrLogged ndp.Time // when a transmit failure was last logged
+	selfPoll    bool     // the link sleeper's own last poll (no Wake for it)
+	signalled   bool     // this batch woke a waiter
+	stats       Stats
+	closed      bool
+	scratch     [4096]byte // discarded data of orphaned connections
 
 	resolveMu sync.Mutex // serialises Resolver calls (made without mu)
 
@@ -270,7 +272,7 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		// buffer to take and give back; the link still reaps completions
 		// and re-kicks frames a transient error left on its ring.
 		if err := s.link.Transmit(nil); err != nil {
-			s.log.Warn("engine: transmit failed", zap.Error(err))
+			s.txFailedLocked(now, err)
 		}
 		return false
 	}
@@ -314,7 +316,7 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 			s.dataFirst(m)
 		}
 		if err := s.link.Transmit(s.tx[:m]); err != nil {
-			s.log.Warn("engine: transmit failed", zap.Error(err)) // a broken link, not a per-packet event
+			s.txFailedLocked(now, err)
 		}
 		s.stats.TxFrames += uint64(m)
 		if m > 0 {
@@ -323,6 +325,16 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if !full || m < len(s.tx) {
 			return sent
 		}
+	}
+}
+
+// txFailedLocked counts a failed transmit and logs it, at most once a
+// second: a broken link fails every poll, and polls spin.
+func (s *Stack) txFailedLocked(now ndp.Time, err error) {
+	s.stats.TxErrors++
+	if s.txErrLogged == 0 || now-s.txErrLogged >= ndp.Time(time.Second) {
+		s.txErrLogged = now
+		s.log.Warn("engine: transmit failed", zap.Error(err), zap.Uint64("failures", s.stats.TxErrors))
 	}
 }
 
