@@ -20,15 +20,16 @@ import (
 // namespace); afterwards the Port may be used from any goroutine, one at a
 // time (single owner).
 type Port struct {
-	cfg     Config
-	ifindex int
-	driver  string
-	umem    *UMEM
-	queues  []*Queue
-	steer   *steering
-	waiter  *waiter
-	pollFDs []unix.PollFd
-	log     *zap.Logger
+	cfg      Config
+	ifindex  int
+	driver   string
+	rxQueues int // RX queues of the interface, 0 if unknown
+	umem     *UMEM
+	queues   []*Queue
+	steer    *steering
+	waiter   *waiter
+	pollFDs  []unix.PollFd
+	log      *zap.Logger
 
 	closeOnce sync.Once
 	closeErr  error
@@ -40,6 +41,7 @@ type Info struct {
 	Ifindex     int
 	Driver      string // from ETHTOOL_GDRVINFO; empty when the driver does not say
 	Queues      []int
+	RxQueues    int        // RX queues the interface has (ETHTOOL_GCHANNELS); 0 when the driver does not say
 	ZeroCopy    bool       // sockets bound in zero-copy mode
 	Attach      AttachMode // AttachNative or AttachGeneric
 	NeedWakeup  bool
@@ -65,10 +67,11 @@ func Open(cfg Config) (*Port, error) {
 	for _, q := range cfg.Queues {
 		maxQ = max(maxQ, q)
 	}
-	if n, ok := rxQueueCount(cfg.Interface); ok && maxQ >= n {
-		return nil, fmt.Errorf("%w: queue %d on %s, which has %d RX queues (ethtool -l %s)", ErrQueueRange, maxQ, cfg.Interface, n, cfg.Interface)
+	rxQueues, ok := rxQueueCount(cfg.Interface)
+	if ok && maxQ >= rxQueues {
+		return nil, fmt.Errorf("%w: queue %d on %s, which has %d RX queues (ethtool -l %s)", ErrQueueRange, maxQ, cfg.Interface, rxQueues, cfg.Interface)
 	}
-	p := &Port{cfg: cfg, ifindex: ifc.Index, log: cfg.Logger}
+	p := &Port{cfg: cfg, ifindex: ifc.Index, log: cfg.Logger, rxQueues: rxQueues}
 	p.waiter, err = newWaiter()
 	if err != nil {
 		return nil, err
@@ -128,6 +131,14 @@ func Open(cfg Config) (*Port, error) {
 		zap.String("iface", cfg.Interface), zap.Ints("queues", cfg.Queues),
 		zap.Bool("zerocopy", p.queues[0].zc), zap.Stringer("attach", p.steer.mode),
 		zap.Uint16("udp_port", cfg.UDPPort), zap.Int("frames", cfg.NumFrames), zap.Int("frame_size", cfg.FrameSize))
+	if rxQueues > len(cfg.Queues) {
+		// The NIC's RSS spreads the port's traffic over every queue; frames
+		// hashed to a queue without a socket go to the kernel (XDP_PASS),
+		// which answers port unreachable.
+		p.log.Warn("afxdp: the interface has more RX queues than this port serves: steer the UDP port to the served queue(s)",
+			zap.String("iface", cfg.Interface), zap.Int("rx_queues", rxQueues), zap.Ints("served", cfg.Queues),
+			zap.String("hint", fmt.Sprintf("ethtool -N %s flow-type udp4 dst-port %d action %d (or ethtool -L %s combined 1)", cfg.Interface, cfg.UDPPort, cfg.Queues[0], cfg.Interface)))
+	}
 	return p, nil
 }
 
@@ -223,6 +234,7 @@ func (p *Port) Info() Info {
 		Ifindex:    p.ifindex,
 		Driver:     p.driver,
 		Queues:     append([]int(nil), p.cfg.Queues...),
+		RxQueues:   p.rxQueues,
 		ZeroCopy:   len(p.queues) > 0 && p.queues[0].zc,
 		NeedWakeup: len(p.queues) > 0 && p.queues[0].wakeup,
 		UDPPort:    p.cfg.UDPPort,

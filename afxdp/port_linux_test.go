@@ -3,6 +3,7 @@ package afxdp
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 const testPort = 9797
@@ -300,6 +303,19 @@ func TestOpenErrors(t *testing.T) {
 		in := p.Info()
 		if in.ZeroCopy || in.Attach != AttachGeneric {
 			t.Fatalf("info %+v", in)
+		}
+	})
+	t.Run("serving fewer queues than the interface has is logged", func(t *testing.T) {
+		core, logs := observer.New(zap.WarnLevel)
+		c := with(func(c *Config) { c.Queues = []int{1}; c.Logger = zap.New(core) })
+		c.Interface = v.A.Name
+		p := openIn(t, pair.A, c)
+		if in := p.Info(); in.RxQueues != 2 {
+			t.Fatalf("Info.RxQueues %d on a 2-queue veth", in.RxQueues)
+		}
+		warn := logs.FilterMessageSnippet("steer the UDP port").All()
+		if len(warn) != 1 || !strings.Contains(fmt.Sprint(warn[0].ContextMap()["hint"]), "dst-port 9797 action 1") {
+			t.Fatalf("warnings %+v", warn)
 		}
 	})
 }
