@@ -70,6 +70,7 @@ func TestClosConstruction(t *testing.T) {
 	for _, bad := range []ClosConfig{
 		{K: 3, Params: paperParams()},
 		{K: 0, Params: paperParams()},
+		{K: 66, Params: paperParams()}, // 71874 hosts: more than the address plan holds
 		{Kind: LeafSpine, Leaves: 2, Spines: 0, HostsPerLeaf: 2, Params: paperParams()},
 		{K: 4, ECMP: 9, Params: paperParams()},
 		{K: 4, Changes: []LinkChange{{Core: 4, Pod: 0, Rate: 1e9}}, Params: paperParams()},

@@ -49,6 +49,9 @@ func newNetwork(topology string, p Params, hosts int) (*Network, error) {
 	if hosts < 2 {
 		return nil, fmt.Errorf("sim: %s needs at least 2 hosts, got %d", topology, hosts)
 	}
+	if hosts > 1<<16-1 {
+		return nil, fmt.Errorf("sim: %d hosts do not fit the simulator's 10.0.x.y addresses (at most 65535)", hosts)
+	}
 	if p.LinkRate <= 0 {
 		return nil, fmt.Errorf("sim: link rate %v must be positive", p.LinkRate)
 	}
