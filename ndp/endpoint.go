@@ -421,7 +421,7 @@ func (e *Endpoint) closeConn(c *conn, err error, now Time, reset bool, code Rese
 	c.timerAt = 0
 	e.timers.set(c)
 	e.dropPulls(c)
-	c.snd.pullCredit, c.snd.pushCredit, c.snd.unsolicited = 0, 0, 0
+	c.snd.pullCredit, c.snd.pushCredit = 0, 0
 	e.stats.ConnsClosed++
 	if c.released {
 		e.freeConn(c)

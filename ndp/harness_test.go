@@ -17,7 +17,7 @@ type testNet struct {
 	t       testing.TB
 	now     Time
 	hosts   []*testHost
-	flight  []flightPkt
+	flight  flightHeap
 	latency Time
 	jitter  Time // extra random delay (reordering)
 	rnd     *rand.Rand
@@ -27,6 +27,9 @@ type testNet struct {
 	middle func(from, to int, b []byte) ([]byte, bool)
 	// delay, if set, adds a per-frame extra delay (e.g. late ACKs)
 	delay func(from, to int, b []byte) Time
+	// appAt, if > 0, is when the test's application next acts: step
+	// advances to it even when the network is idle
+	appAt Time
 	buf   []byte
 	sent  int
 
@@ -41,9 +44,72 @@ type testNet struct {
 
 type flightPkt struct {
 	at   Time
+	seq  uint64 // transmission order: ties in at are delivered FIFO
 	to   int
 	from int
 	b    []byte
+}
+
+// flightHeap is a min-heap of frames in flight by (arrival time, seq).
+type flightHeap struct {
+	pkts []flightPkt
+	seq  uint64
+}
+
+func (h *flightHeap) Len() int { return len(h.pkts) }
+
+func (h *flightHeap) less(i, j int) bool {
+	a, b := &h.pkts[i], &h.pkts[j]
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+}
+
+func (h *flightHeap) push(p flightPkt) {
+	p.seq = h.seq
+	h.seq++
+	h.pkts = append(h.pkts, p)
+	for j := len(h.pkts) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !h.less(j, i) {
+			break
+		}
+		h.pkts[i], h.pkts[j] = h.pkts[j], h.pkts[i]
+		j = i
+	}
+}
+
+// popDue removes and returns the earliest frame if it arrives by now.
+func (h *flightHeap) popDue(now Time) (flightPkt, bool) {
+	if len(h.pkts) == 0 || h.pkts[0].at > now {
+		return flightPkt{}, false
+	}
+	p := h.pkts[0]
+	last := len(h.pkts) - 1
+	h.pkts[0] = h.pkts[last]
+	h.pkts[last] = flightPkt{}
+	h.pkts = h.pkts[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < last && h.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < last && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.pkts[i], h.pkts[m] = h.pkts[m], h.pkts[i]
+		i = m
+	}
+	return p, true
+}
+
+// next returns the earliest arrival time.
+func (h *flightHeap) next() (Time, bool) {
+	if len(h.pkts) == 0 {
+		return 0, false
+	}
+	return h.pkts[0].at, true
 }
 
 type testHost struct {
@@ -232,7 +298,7 @@ func (n *testNet) transmit(from, to int, b []byte) {
 		if k > 0 {
 			c = append([]byte(nil), b...)
 		}
-		n.flight = append(n.flight, flightPkt{at: at, to: to, from: from, b: c})
+		n.flight.push(flightPkt{at: at, to: to, from: from, b: c})
 	}
 }
 
@@ -245,8 +311,11 @@ func (n *testNet) step() bool {
 			next = t
 		}
 	}
-	for _, p := range n.flight {
-		upd(p.at)
+	if t, ok := n.flight.next(); ok {
+		upd(t)
+	}
+	if n.appAt > 0 {
+		upd(max(n.appAt, n.now))
 	}
 	for _, h := range n.hosts {
 		if t, ok := h.ep.NextTimer(); ok {
@@ -264,18 +333,10 @@ func (n *testNet) step() bool {
 	}
 	// deliver due packets (in arrival-time order)
 	for {
-		bi := -1
-		for i, p := range n.flight {
-			if p.at <= n.now && (bi < 0 || p.at < n.flight[bi].at) {
-				bi = i
-			}
-		}
-		if bi < 0 {
+		p, ok := n.flight.popDue(n.now)
+		if !ok {
 			break
 		}
-		p := n.flight[bi]
-		n.flight[bi] = n.flight[len(n.flight)-1]
-		n.flight = n.flight[:len(n.flight)-1]
 		n.hosts[p.to].ep.HandleFrame(p.b, n.now)
 	}
 	for _, h := range n.hosts {
@@ -348,7 +409,7 @@ func (h *testHost) got(hd Handle) []byte {
 }
 
 func (n *testNet) String() string {
-	s := fmt.Sprintf("now=%v flight=%d", time.Duration(n.now), len(n.flight))
+	s := fmt.Sprintf("now=%v flight=%d", time.Duration(n.now), n.flight.Len())
 	for i, h := range n.hosts {
 		s += fmt.Sprintf("\nhost%d: pullq=%d %+v", i, len(h.pullq), h.ep.Stats())
 	}

@@ -215,6 +215,9 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 			}
 		}
 		if d.state == pktInflight || d.state == pktRtxQueued {
+			if d.state == pktRtxQueued {
+				s.unqueueRtx(h.Seq)
+			}
 			d.state = pktAcked
 			c.paths.ack(h.PathID)
 			s.noteFeedback(true)
@@ -292,7 +295,7 @@ func (e *Endpoint) handleBounced(f *Frame, now Time) error {
 	}
 	s.queueRtx(h.Seq)
 	if s.pullsExpected <= 0 || (d.first && s.firstBounced >= s.firstSent) || s.asymmetric() {
-		s.unsolicited++
+		s.markUrgent(h.Seq)
 		e.stats.BouncedResent++
 	}
 	e.schedule(c)

@@ -75,9 +75,6 @@ func (e *Endpoint) schedule(c *conn) {
 	if s.pullCredit > 0 && !hasRtx && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
 		s.pullCredit = 0
 	}
-	if !hasRtx {
-		s.unsolicited = 0 // e.g. an RTO-lost packet was ACKed late: nothing to resend
-	}
 	if s.canPull() && !c.inPullQ {
 		c.inPullQ = true
 		e.pullQ.push(c.idx)
@@ -190,9 +187,12 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	room := len(b) - HeaderOverhead
 	var seq uint32
 	var d *pktDesc
-	rtx := false
-	if rseq, ok := s.peekRtx(); ok && (pulled || s.unsolicited > 0) {
-		seq, d, rtx = rseq, s.desc(rseq), true
+	rseq, rtx := s.peekUrgent()
+	if pulled {
+		rseq, rtx = s.peekRtx()
+	}
+	if rtx {
+		seq, d = rseq, s.desc(rseq)
 		if int(d.n) > room {
 			return 0
 		}
@@ -222,7 +222,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	}
 	avoid := -1
 	if rtx {
-		s.popRtx()
+		s.unqueueRtx(seq)
 		d.ambiguous = d.rtoLost
 		avoid = int(d.path)
 		e.stats.Retransmits++
@@ -231,9 +231,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 		s.pullCredit--
 		e.stats.PulledOut++
 	} else {
-		if rtx {
-			s.unsolicited--
-		} else {
+		if !rtx {
 			s.pushCredit--
 		}
 		e.stats.PushedOut++

@@ -23,7 +23,7 @@ type receiver struct {
 	got     [maxWindowPkts / 64]uint64
 	trimmed [maxWindowPkts / 64]uint64
 	nTrim   int
-	noBuf   [maxWindowPkts / 64]uint64 // subset of trimmed: NACKed for lack of buffer
+	noBuf   seqBitmap // subset of trimmed: NACKed for lack of buffer, beyond all data received
 	nNoBuf  int
 
 	buf     streamBuf
@@ -94,15 +94,22 @@ func (r *receiver) classify(seq uint32) seqClass {
 }
 
 // markGot records DATA seq as received and slides the window.
+//
+// Packets NACKed for lack of buffer with a lower seq than seq become holes:
+// seq order is stream order, so their data lies below seq's, in space the
+// buffer already holds for the data received beyond it, and pulling them
+// needs no new room. Left counted as "no buffer", the packet at the head of
+// the stream waited for room that reading could never make (everything
+// before it read, the rest of the buffer taken by data after it): a
+// deadlock found by TestLiveness.
 func (r *receiver) markGot(seq uint32) {
 	setBit(&r.got, seq, true)
 	if bit(&r.trimmed, seq) {
 		setBit(&r.trimmed, seq, false)
 		r.nTrim--
 	}
-	if bit(&r.noBuf, seq) {
-		setBit(&r.noBuf, seq, false)
-		r.nNoBuf--
+	if r.nNoBuf > 0 {
+		r.nNoBuf -= r.noBuf.clearRange(r.base, seq-r.base+1)
 	}
 	for bit(&r.got, r.base) {
 		setBit(&r.got, r.base, false)
@@ -220,8 +227,8 @@ func (r *receiver) holes() int { return r.nTrim - r.nNoBuf }
 // markNoBuf records that seq was NACKed because it did not fit; false if
 // its retransmission was already owed.
 func (r *receiver) markNoBuf(seq uint32) bool {
-	if !bit(&r.noBuf, seq) {
-		setBit(&r.noBuf, seq, true)
+	if !r.noBuf.has(seq) {
+		r.noBuf.set(seq)
 		r.nNoBuf++
 	}
 	return r.markTrimmed(seq)

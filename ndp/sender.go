@@ -11,7 +11,19 @@ package ndp
 //
 // Credits: pushCredit (the first-RTT window, renewed after LAST when new
 // data arrives), pullCredit (how far the peer's pull counter advanced) and
-// unsolicited (RTO losses, bounced headers to resend now, stall probes).
+// the urgent retransmissions (below), each of which may go unsolicited.
+//
+// Retransmission queue: the set of sequence numbers waiting to be resent, a
+// bitmap over the window (rtxMap), resent lowest first. The lowest missing
+// packet is the one that blocks the peer's reader and, under flow control,
+// the one sure to fit its receive buffer; a FIFO let a PULL or an RTO's
+// unsolicited credit go to a later packet the peer could not take (NACKed
+// again for lack of buffer) while the packet it needed stayed queued with no
+// credit, and the stall probe kept probing the FIFO's head, which the peer
+// already knew about: a deadlock, found by TestLiveness. urgMap marks the
+// queued packets that are resent without waiting for a PULL (declared lost by
+// the RTO, or bounced when no PULL will come); their count is the
+// unsolicited credit, so that credit always goes to those very packets.
 
 type pktState uint8
 
@@ -48,15 +60,15 @@ type sender struct {
 	nxtSeq uint32 // next new sequence number
 	una    uint32 // oldest unacknowledged sequence number
 	pkts   []pktDesc
-	rtx    []uint32 // FIFO of seqs queued for retransmission
-	rtxH   int
+	rtxMap seqBitmap // seqs queued for retransmission (state pktRtxQueued)
+	urgMap seqBitmap // subset resent unsolicited (RTO-lost, bounced)
 	rtxN   int
+	urgN   int
 
-	pushCredit  int
-	pullCredit  int
-	unsolicited int
-	lastPull    uint32
-	pullSeen    bool
+	pushCredit int
+	pullCredit int
+	lastPull   uint32
+	pullSeen   bool
 
 	established bool // got ACK/NACK/PULL: the peer has state, stop sending SYN
 	lastSent    bool // LAST went out and no new data since
@@ -78,12 +90,11 @@ func newSender(cfg *Config, prealloc bool) sender {
 	return sender{
 		buf:  newStreamBuf(cfg.SendBuffer, prealloc),
 		pkts: make([]pktDesc, maxWindowPkts),
-		rtx:  make([]uint32, maxWindowPkts),
 	}
 }
 
 func (s *sender) reset() {
-	buf, pkts, rtx := s.buf, s.pkts, s.rtx
+	buf, pkts := s.buf, s.pkts
 	// Only descriptors of sequence numbers this connection used can be
 	// dirty (every other one is written before it is read: reads are
 	// bounded by the window [una, nxtSeq)). Clearing just those keeps a
@@ -95,7 +106,7 @@ func (s *sender) reset() {
 			pkts[seq&seqMask] = pktDesc{}
 		}
 	}
-	*s = sender{buf: buf, pkts: pkts, rtx: rtx}
+	*s = sender{buf: buf, pkts: pkts}
 }
 
 func (s *sender) start(isn uint32, iw int) {
@@ -127,37 +138,23 @@ func (s *sender) hasNew() bool {
 	return (s.nxtOff < s.written || (s.finQueued && !s.finSent)) && s.nxtSeq-s.una < maxWindowPkts
 }
 
-func (s *sender) pushRtx(seq uint32) {
-	i := s.rtxH + s.rtxN
-	if i >= len(s.rtx) {
-		i -= len(s.rtx)
-	}
-	s.rtx[i] = seq
-	s.rtxN++
-}
-
-// peekRtx drops stale entries (acked meanwhile) and returns the first
-// queued seq.
+// peekRtx returns the lowest queued retransmission.
 func (s *sender) peekRtx() (uint32, bool) {
-	for s.rtxN > 0 {
-		seq := s.rtx[s.rtxH]
-		if s.inWindow(seq) && s.desc(seq).state == pktRtxQueued {
-			return seq, true
-		}
-		s.popRtx()
+	if s.rtxN == 0 {
+		return 0, false
 	}
-	return 0, false
+	return s.rtxMap.lowest(s.una)
 }
 
-func (s *sender) popRtx() {
-	s.rtxH++
-	if s.rtxH == len(s.rtx) {
-		s.rtxH = 0
+// peekUrgent returns the lowest retransmission to send unsolicited.
+func (s *sender) peekUrgent() (uint32, bool) {
+	if s.urgN == 0 {
+		return 0, false
 	}
-	s.rtxN--
+	return s.urgMap.lowest(s.una)
 }
 
-func (s *sender) hasRtx() bool { _, ok := s.peekRtx(); return ok }
+func (s *sender) hasRtx() bool { return s.rtxN > 0 }
 
 // hasWork reports whether anything is waiting to be sent.
 func (s *sender) hasWork() bool { return s.hasRtx() || s.hasNew() }
@@ -167,7 +164,7 @@ func (s *sender) canPull() bool { return s.pullCredit > 0 && s.hasWork() }
 
 // canPush: unsolicited data can go now.
 func (s *sender) canPush() bool {
-	return (s.unsolicited > 0 && s.hasRtx()) || (s.pushCredit > 0 && s.hasNew())
+	return s.urgN > 0 || (s.pushCredit > 0 && s.hasNew())
 }
 
 // queueRtx moves an in-flight packet to the retransmission queue.
@@ -177,8 +174,28 @@ func (s *sender) queueRtx(seq uint32) bool {
 		return false
 	}
 	d.state = pktRtxQueued
-	s.pushRtx(seq)
+	s.rtxMap.set(seq)
+	s.rtxN++
 	return true
+}
+
+// markUrgent lets queued retransmission seq go without waiting for a PULL.
+func (s *sender) markUrgent(seq uint32) {
+	if s.desc(seq).state == pktRtxQueued && !s.urgMap.has(seq) {
+		s.urgMap.set(seq)
+		s.urgN++
+	}
+}
+
+// unqueueRtx takes queued retransmission seq out of the queue (it is being
+// sent, or was ACKed meanwhile); the caller sets its new state.
+func (s *sender) unqueueRtx(seq uint32) {
+	s.rtxMap.clear(seq)
+	s.rtxN--
+	if s.urgMap.has(seq) {
+		s.urgMap.clear(seq)
+		s.urgN--
+	}
 }
 
 // advanceUna slides past acknowledged packets and frees their bytes. It

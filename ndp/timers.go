@@ -38,6 +38,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			if d.sentAt+rto <= now {
 				d.rtoLost = true
 				s.queueRtx(seq)
+				s.markUrgent(seq)
 				c.paths.loss(d.path)
 				lost++
 			} else if earliest < 0 || d.sentAt < earliest {
@@ -50,7 +51,6 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		}
 		if lost > 0 {
 			e.stats.RTOFires += uint64(lost)
-			s.unsolicited += lost
 			if e.timeoutRound(c, now) {
 				return
 			}
