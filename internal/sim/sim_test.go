@@ -162,6 +162,22 @@ func TestPattern(t *testing.T) {
 	if checkPattern(b, 4, 12345) == -1 || checkPattern(b, 3, 12346) == -1 {
 		t.Fatal("pattern does not depend on flow and offset")
 	}
+	// Every byte is the definition's: byte o%8 of the word for o/8.
+	flow := uint64(3)
+	for i := range b {
+		o := int64(12345 + i)
+		if want := byte(mix(flow*0x9E3779B97F4A7C15^uint64(o>>3)) >> (8 * (o & 7))); b[i] != want {
+			t.Fatalf("byte %d = %#x, want %#x", i, b[i], want)
+		}
+	}
+	// A damaged byte is found at its index, at any alignment.
+	for _, at := range []int{0, 1, 7, 8, 500, 999} {
+		d := append([]byte(nil), b...)
+		d[at] ^= 0x40
+		if got := checkPattern(d, 3, 12345); got != at {
+			t.Fatalf("damage at %d found at %d", at, got)
+		}
+	}
 	// Filling in pieces gives the same bytes as filling at once.
 	c := make([]byte, 1000)
 	fillPattern(c[:333], 3, 12345)

@@ -16,15 +16,38 @@ type Flow struct {
 	Start    ndp.Time
 	Opts     ndp.DialOptions // LocalPort is set by the workload
 
-	Sent      int64    // bytes the sender's endpoint accepted
-	Received  int64    // bytes the receiving app read, each checked
-	Corrupt   bool     // a byte differed from what was sent
-	Done      bool     // the receiver read EOF after Size bytes, or the flow failed
-	End       ndp.Time // when Done became true
-	Err       error    // why the flow failed, if it did
+	Sent     int64    // bytes the sender's endpoint accepted
+	Received int64    // bytes the receiving app read, each checked
+	Corrupt  bool     // a byte differed from what was sent
+	Done     bool     // the receiver read EOF after Size bytes, or the flow failed
+	End      ndp.Time // when Done became true
+	Err      error    // why the flow failed, if it did
+	// pat caches the pattern bytes [patOff, patOff+len(pat)) of the stream, so a sender
+	// whose buffer takes one packet at a time does not regenerate 64 KB per write.
+	pat       []byte
+	patOff    int64
 	sendConn  ndp.Handle
 	recvConn  ndp.Handle
 	closedOut bool
+}
+
+// patternChunk is the most pattern bytes a sender prepares at once.
+const patternChunk = 64 << 10
+
+// nextPattern returns the flow's unsent pattern bytes from Sent on (at most
+// patternChunk), generating them only when the cache does not hold Sent.
+func (f *Flow) nextPattern() []byte {
+	if f.Sent >= f.patOff && f.Sent < f.patOff+int64(len(f.pat)) {
+		return f.pat[f.Sent-f.patOff:]
+	}
+	n := min(f.Size-f.Sent, patternChunk)
+	if int64(cap(f.pat)) < n {
+		f.pat = make([]byte, n)
+	}
+	f.pat = f.pat[:n]
+	fillPattern(f.pat, f.ID, f.Sent)
+	f.patOff = f.Sent
+	return f.pat
 }
 
 // FCT is the flow completion time: from Start until the receiver read EOF.
@@ -121,12 +144,7 @@ func (w *Workload) start(f *Flow) {
 func (w *Workload) pump(h *Host, f *Flow) {
 	now := w.st.Sim.now
 	for f.Sent < f.Size {
-		n := int64(len(w.scratch))
-		if r := f.Size - f.Sent; r < n {
-			n = r
-		}
-		b := w.scratch[:n]
-		fillPattern(b, f.ID, f.Sent)
+		b := f.nextPattern()
 		m, err := h.EP.Write(f.sendConn, b, now)
 		f.Sent += int64(m)
 		if err != nil {
@@ -137,6 +155,7 @@ func (w *Workload) pump(h *Host, f *Flow) {
 			return // buffer full: Writable resumes
 		}
 	}
+	f.pat = nil // all written
 	if !f.closedOut {
 		f.closedOut = true
 		if err := h.EP.CloseWrite(f.sendConn, now); err != nil {
