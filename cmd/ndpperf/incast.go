@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/internal/sim"
+	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/sockapi"
+)
+
+// incast: K servers answer one client at once (the demo's incast as its own
+// command). A client namespace and K server namespaces are each joined by a
+// veth pair to a Linux bridge in one more namespace, so the K responses
+// converge on the client's single link. Every round the client asks every
+// server at once for --size bytes on a new connection each and times the
+// round until the last response is complete: NDP first (embedded stacks,
+// adaptive polling, sockapi Call / RecvMessage / Reply), then kernel TCP
+// (a new connection per request) over the same namespaces and veths. The
+// NDP client's counters over the measured rounds, and the servers' summed,
+// say why a round took what it took (retransmissions, RTOs, NACKs, trimmed
+// headers, late pull slots, frames per transmit syscall).
+//
+// Not root: the same incast runs on the simulator (real endpoints and pull
+// queues, virtual time) and says so.
+
+func init() {
+	register(&subcommand{
+		name:    "incast",
+		summary: "K-to-1 incast through a bridge: NDP (new connection per request) vs kernel TCP, with NDP counters (root; simulator otherwise)",
+		run:     runIncast,
+	})
+}
+
+type incastOpts struct {
+	servers int
+	size    int
+	rounds  int
+	mtu     int   // every veth's MTU; 0 = kernel default (1500)
+	rate    int64 // NDP pull pacer rate, bits/s
+	json    bool
+}
+
+func parseIncastFlags(args []string) (incastOpts, error) {
+	fs := flag.NewFlagSet("incast", flag.ContinueOnError)
+	servers := fs.Int("servers", 4, "servers answering at once (1..16)")
+	size := byteSize(64 << 10)
+	fs.Var(&size, "size", "response bytes per server (e.g. 65536, 64KiB, 1MB; at most 64MiB)")
+	rounds := fs.Int("rounds", 20, "measured rounds per transport (one unmeasured round first)")
+	mtu := fs.Int("mtu", 0, "MTU of every veth, 1280..9000 (0: 1500); NDP uses 4 KB UMEM frames above 1778 and at most 3826 of it, kernel TCP all of it")
+	rate := bitRate(10e9)
+	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return incastOpts{}, err
+	}
+	if fs.NArg() > 0 {
+		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), json: *asJSON}
+	return o, o.validate()
+}
+
+func (o incastOpts) validate() error {
+	switch {
+	case o.servers < 1 || o.servers > 16:
+		return fmt.Errorf("--servers %d: want 1..16", o.servers)
+	case o.size < 1 || o.size > 64<<20:
+		return fmt.Errorf("--size %d: want 1 byte..64MiB", o.size)
+	case o.rounds < 1 || o.rounds > 100000:
+		return fmt.Errorf("--rounds %d: want 1..100000", o.rounds)
+	case o.mtu != 0 && (o.mtu < 1280 || o.mtu > 9000):
+		return fmt.Errorf("--mtu %d: want 1280..9000", o.mtu)
+	case o.rate < 1e6:
+		return fmt.Errorf("--rate %d: want at least 1M", o.rate)
+	}
+	return nil
+}
+
+// incastResult is one transport's round completion times.
+type incastResult struct {
+	Transport string  `json:"transport"`
+	Servers   int     `json:"servers"`
+	Size      int     `json:"size_bytes"`
+	MedianMs  float64 `json:"median_ms"`
+	P90Ms     float64 `json:"p90_ms"`
+	MaxMs     float64 `json:"max_ms"`
+	Rounds    int     `json:"rounds"`
+	// Client is the NDP client stack's counters over the measured rounds,
+	// Servers the server stacks' summed (NDP only).
+	Client        *ndpCounters `json:"client_counters,omitempty"`
+	ServerSummed  *ndpCounters `json:"servers_counters,omitempty"`
+	GoodputMbps   float64      `json:"median_goodput_mbps"` // servers x size x 8 / median round
+	ReceivedBytes int64        `json:"received_bytes"`      // response bytes checked over the measured rounds
+}
+
+type incastOutput struct {
+	Results []incastResult `json:"results"`
+	MTU     int            `json:"mtu"`
+	RateBps int64          `json:"ndp_pull_rate_bps"`
+	CPUs    int            `json:"cpus"`
+	Setup   string         `json:"setup"`
+}
+
+func runIncast(args []string) error {
+	o, err := parseIncastFlags(args)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return incastSim(o)
+	}
+	fmt.Fprintf(os.Stderr, "ndpperf incast: building a %d-to-1 testbed (%d namespaces and a bridge)...\n", o.servers, o.servers+2)
+	out, err := incastTestbed(o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "ndpperf incast: testbed removed.")
+	return printIncast(out, o.json)
+}
+
+func printIncast(out incastOutput, asJSON bool) error {
+	if asJSON {
+		return printJSON(out)
+	}
+	fmt.Printf("Incast (%s): one client asks every server at once; time until the last response is complete\n", out.Setup)
+	printIncastTable(out.Results)
+	for _, r := range out.Results {
+		if r.Client != nil {
+			fmt.Printf("%s counters over the %d measured rounds:\n", r.Transport, r.Rounds)
+			if r.ServerSummed == nil { // simulator: one set summed over every host
+				r.Client.print(os.Stdout, "all hosts")
+				continue
+			}
+			r.Client.print(os.Stdout, "client ")
+			r.ServerSummed.print(os.Stdout, "servers")
+		}
+	}
+	return nil
+}
+
+func printIncastTable(res []incastResult) {
+	fmt.Printf("%-10s %8s %10s %10s %10s %10s %12s\n", "transport", "servers", "bytes", "median_ms", "p90_ms", "max_ms", "goodput_Mbps")
+	for _, r := range res {
+		fmt.Printf("%-10s %8d %10d %10.3f %10.3f %10.3f %12.0f\n", r.Transport, r.Servers, r.Size, r.MedianMs, r.P90Ms, r.MaxMs, r.GoodputMbps)
+	}
+}
+
+// incastTestbed builds the bridge testbed, runs NDP then kernel TCP, and
+// removes everything.
+func incastTestbed(o incastOpts) (incastOutput, error) {
+	if err := o.validate(); err != nil {
+		return incastOutput{}, err
+	}
+	k, size := o.servers, o.size
+	out := incastOutput{MTU: o.mtu, RateBps: o.rate, CPUs: runtime.NumCPU()}
+	if out.MTU == 0 {
+		out.MTU = 1500
+	}
+	out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on a Linux bridge, veth MTU %d, new connection per request", k, out.MTU)
+	tb, err := testbed.New()
+	if err != nil {
+		return out, err
+	}
+	defer tb.Close()
+	br, err := tb.NewNamespace()
+	if err != nil {
+		return out, err
+	}
+	if err := br.NewBridge("br0"); err != nil { // layer 2 only: no iptables on bridged frames
+		return out, err
+	}
+	type host struct {
+		ns   *testbed.Namespace
+		link testbed.Link
+	}
+	hosts := make([]host, k+1) // 0 = client
+	for i := range hosts {
+		ns, err := tb.NewNamespace()
+		if err != nil {
+			return out, err
+		}
+		v, err := tb.NewVeth(ns, br, testbed.VethConfig{AddrA: fmt.Sprintf("10.203.0.%d/24", i+1), MTU: o.mtu})
+		if err != nil {
+			return out, err
+		}
+		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
+			return out, err
+		}
+		hosts[i] = host{ns, v.A}
+	}
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i*131 + i>>9)
+	}
+	req := []byte(fmt.Sprintf("GET %d", size))
+
+	// NDP: embedded stacks, adaptive polling (K+1 stacks share the CPUs).
+	stacks := make([]*sockapi.Stack, len(hosts))
+	defer func() {
+		for _, s := range stacks {
+			if s != nil {
+				s.Close()
+			}
+		}
+	}()
+	for i, h := range hosts {
+		err := h.ns.Do(func() (err error) {
+			stacks[i], err = sockapi.Open(sockapi.Config{Interface: h.link.Name, LinkRate: o.rate})
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	for i := 1; i < len(hosts); i++ {
+		l, err := stacks[i].Listen(7)
+		if err != nil {
+			return out, err
+		}
+		go func() {
+			for {
+				m, err := l.RecvMessage(64)
+				if err != nil {
+					if errors.Is(err, net.ErrClosed) || errors.Is(err, sockapi.ErrStackClosed) {
+						return
+					}
+					continue // one bad request (a reset) does not stop the server
+				}
+				m.Reply(payload) // inline: cheaper than a goroutine wakeup
+			}
+		}()
+	}
+	var before []ndpCounters
+	snapshot := func() []ndpCounters {
+		c := make([]ndpCounters, len(stacks))
+		for i, s := range stacks {
+			c[i] = stackCounters(s)
+		}
+		return c
+	}
+	resp := make([][]byte, k) // one response buffer per server: no allocation per request
+	for i := range resp {
+		resp[i] = make([]byte, size)
+	}
+	ndpTimes, err := incastRounds(k, o.rounds, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		addr := sockapi.Addr{IP: hosts[i+1].link.Addr.Addr(), Port: 7}
+		n, err := stacks[0].CallInto(ctx, addr, req, resp[i])
+		if err == nil && n != size {
+			err = fmt.Errorf("server %d: %d of %d bytes", i+1, n, size)
+		}
+		return err
+	}, func() { before = snapshot() })
+	if err != nil {
+		return out, fmt.Errorf("ndp: %w", err)
+	}
+	after := snapshot()
+	r := incastSummary("ndp", k, size, ndpTimes)
+	client := after[0].sub(before[0])
+	var servers ndpCounters
+	for i := 1; i < len(after); i++ {
+		servers = servers.add(after[i].sub(before[i]))
+	}
+	r.Client, r.ServerSummed = &client, &servers
+	out.Results = append(out.Results, r)
+	for i, s := range stacks {
+		s.Close()
+		stacks[i] = nil
+	}
+
+	// Kernel TCP: a new connection per request, same namespaces and veths.
+	for i := 1; i < len(hosts); i++ {
+		var ln net.Listener
+		if err := hosts[i].ns.Do(func() (err error) {
+			ln, err = net.Listen("tcp4", fmt.Sprintf("%s:9911", hosts[i].link.Addr.Addr()))
+			return err
+		}); err != nil {
+			return out, err
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 64)
+					if _, err := c.Read(buf); err == nil {
+						c.Write(payload)
+					}
+				}()
+			}
+		}()
+	}
+	tcpTimes, err := incastRounds(k, o.rounds, func(i int) error {
+		var c net.Conn
+		if err := hosts[0].ns.Do(func() (err error) {
+			c, err = net.DialTimeout("tcp4", fmt.Sprintf("%s:9911", hosts[i+1].link.Addr.Addr()), 10*time.Second)
+			return err
+		}); err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(req); err != nil {
+			return err
+		}
+		n, err := io.ReadFull(c, resp[i])
+		if err == nil {
+			var one [1]byte
+			if m, _ := c.Read(one[:]); m > 0 {
+				err = fmt.Errorf("tcp server %d: more than %d bytes", i+1, size)
+			}
+		}
+		if err != nil {
+			err = fmt.Errorf("tcp server %d: %d of %d bytes: %w", i+1, n, size, err)
+		}
+		return err
+	}, nil)
+	if err != nil {
+		return out, fmt.Errorf("tcp: %w", err)
+	}
+	out.Results = append(out.Results, incastSummary("tcp", k, size, tcpTimes))
+	return out, nil
+}
+
+// incastRounds runs rounds of k concurrent requests and returns each
+// measured round's completion time (until the last response). One
+// unmeasured round comes first (ARP, first connections); afterWarmup, when
+// set, runs between it and the measured rounds.
+func incastRounds(k, rounds int, request func(i int) error, afterWarmup func()) ([]time.Duration, error) {
+	var times []time.Duration
+	for r := 0; r < rounds+1; r++ {
+		if r == 1 && afterWarmup != nil {
+			afterWarmup()
+		}
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		errs := make([]error, k)
+		for i := 0; i < k; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = request(i)
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("round %d: %w", r, err)
+		}
+		if r > 0 {
+			times = append(times, time.Since(t0))
+		}
+	}
+	return times, nil
+}
+
+func incastSummary(name string, k, size int, times []time.Duration) incastResult {
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	med := times[len(times)/2]
+	return incastResult{Transport: name, Servers: k, Size: size, Rounds: len(times),
+		MedianMs: ms(med), P90Ms: ms(times[int(0.9*float64(len(times)-1))]), MaxMs: ms(times[len(times)-1]),
+		GoodputMbps:   float64(k*size) * 8 / med.Seconds() / 1e6,
+		ReceivedBytes: int64(k) * int64(size) * int64(len(times))}
+}
+
+// simStar is the simulator's stand-in for a testbed: hosts on one NDP
+// switch, links at rate with 1 µs delay, the paper's 8-packet data queue.
+func simStar(rate float64, mtu int) sim.StarConfig {
+	return sim.StarConfig{LinkRate: rate, LinkDelay: 1000, Endpoint: ndp.Config{IW: 30, MTU: mtu},
+		Fabric: fabric.Config{DataQueue: 8}, Seed: 1}
+}
+
+// incastSim is the unprivileged fallback: the same incast on the simulator.
+func incastSim(o incastOpts) error {
+	fmt.Fprintln(os.Stderr, "ndpperf incast: not root, so no veth testbed (network namespaces and AF_XDP need root).")
+	fmt.Fprintf(os.Stderr, "  Running the same incast on the simulator instead: real ndp endpoints and pull queues, %d senders\n", o.servers)
+	fmt.Fprintf(os.Stderr, "  and one receiver on one NDP switch (%s b/s links, 1 µs delay), virtual time, one round. Kernel TCP needs root; skipped.\n", formatRate(float64(o.rate)))
+	mtu := o.mtu
+	if mtu == 0 {
+		mtu = 1500
+	}
+	r, err := sim.RunIncast(sim.IncastConfig{Star: simStar(float64(o.rate), mtu), Senders: o.servers, Size: int64(o.size)})
+	if err != nil {
+		return err
+	}
+	if !r.BytesVerified {
+		return fmt.Errorf("simulated incast: bytes not verified (%d of %d flows completed, %d failed: %s)", r.Completed, r.Flows, r.Failed, r.FirstError)
+	}
+	c := ndpCounters{Retransmits: r.Retransmits, RTOFires: r.RTOs, NacksIn: r.Nacks, TrimmedIn: r.Trimmed}
+	out := incastOutput{MTU: mtu, RateBps: o.rate, CPUs: runtime.NumCPU(),
+		Setup: fmt.Sprintf("simulator: not root, no testbed; optimum %.3f ms; counters summed over every host", r.OptimalUs/1000),
+		Results: []incastResult{{Transport: "ndp (sim)", Servers: o.servers, Size: o.size, Rounds: 1,
+			MedianMs: r.LastFCTus / 1000, P90Ms: r.LastFCTus / 1000, MaxMs: r.LastFCTus / 1000,
+			GoodputMbps: float64(o.servers*o.size) * 8 / (r.LastFCTus / 1e6) / 1e6, ReceivedBytes: int64(o.servers) * int64(o.size),
+			Client: &c}}} // summed over every host (printIncast says so)
+	return printIncast(out, o.json)
+}
