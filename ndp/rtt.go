@@ -213,10 +213,14 @@ func (e *Endpoint) setBaseRTO(c *conn) {
 		// path exclusion lasts 16 RTOs: losses are only seen at RTO timescale
 		c.paths.excludeFor = 16 * r.base
 	}
-	if e.stats.RTOMin == 0 || time.Duration(r.base) < e.stats.RTOMin {
-		e.stats.RTOMin = time.Duration(r.base)
+	used := time.Duration(r.base)
+	if e.cfg.FixedRTO {
+		used = e.cfg.RTO
 	}
-	e.stats.RTOMax = max(e.stats.RTOMax, time.Duration(r.base))
+	if e.stats.RTOMin == 0 || used < e.stats.RTOMin {
+		e.stats.RTOMin = used
+	}
+	e.stats.RTOMax = max(e.stats.RTOMax, used)
 }
 
 // rttSample feeds one valid RTT sample m of connection c, taken at now.

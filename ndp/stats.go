@@ -42,7 +42,7 @@ type Stats struct {
 	RTTSamples     uint64                 // valid (Karn) RTT samples: ACKs of packets sent once
 	RTTHist        [RTTHistBuckets]uint64 // samples by size: [0] < 1µs, [i] in [2^(i-1), 2^i) µs, last ≥ 131ms
 	SRTT, RTTVar   time.Duration          // endpoint-wide estimate over all samples (seeds new connections)
-	RTOMin, RTOMax time.Duration          // smallest / largest base RTO any connection used
+	RTOMin, RTOMax time.Duration          // smallest / largest base RTO (before backoff) any connection used
 	RTOBackoffs    uint64                 // timeout rounds that doubled a connection's RTO
 	SpuriousRTOs   uint64                 // packets declared lost by the RTO and ACKed before they were resent
 }
