@@ -78,6 +78,11 @@ type Config struct {
 	Spin Duration `json:"spin"`
 	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
 	DrainTimeout Duration `json:"drain_timeout"`
+	// ResolveTimeout bounds one neighbour resolution (ARP through the
+	// kernel) for a dial to a peer not yet resolved; the dial fails with
+	// "neighbour unreachable" after it. Resolutions run off the core loop
+	// (at most 4 at once). Default 1s.
+	ResolveTimeout Duration `json:"resolve_timeout"`
 
 	// LogLevel: debug, info (default), warn, error. LogFormat: json
 	// (default) or console.
@@ -279,6 +284,9 @@ func (c *Config) populate() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = Duration(5 * time.Second)
 	}
+	if c.ResolveTimeout == 0 {
+		c.ResolveTimeout = Duration(time.Second)
+	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
@@ -358,6 +366,9 @@ func (c *Config) validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		bad("drain_timeout: negative")
+	}
+	if c.ResolveTimeout < 0 {
+		bad("resolve_timeout: negative")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -103,6 +103,7 @@ func TestConfigErrors(t *testing.T) {
 		{"flag overrides are validated", `{"interface":"x"}`, []string{"-gamma", "2", "-pacer-cpu", "4096"}, []string{"gamma", "pacer_cpu"}},
 		{"relative socket", `{"interface":"x","control_socket":"ndpd.sock"}`, nil, []string{"control_socket"}},
 		{"bad address", `{"interface":"x","address":"::1"}`, nil, []string{"address"}},
+		{"negative resolve timeout", `{"interface":"x"}`, []string{"-resolve-timeout", "-1s"}, []string{"resolve_timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, tc.file)
@@ -132,7 +133,8 @@ func TestCheckConfigPrintsEffectiveConfig(t *testing.T) {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("printed config does not parse back: %v", err)
 	}
-	if c.Interface != "veth0" || c.Gamma != 0.9 || c.IW != 30 || c.ControlSocket != "/run/ndpd/ndpd.sock" || c.FrameSize != 2048 {
+	if c.Interface != "veth0" || c.Gamma != 0.9 || c.IW != 30 || c.ControlSocket != "/run/ndpd/ndpd.sock" || c.FrameSize != 2048 ||
+		time.Duration(c.ResolveTimeout) != time.Second {
 		t.Fatalf("printed config %+v", c)
 	}
 }

@@ -141,6 +141,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var((*uintList)(&f.AllowGIDs), "allow-gids", "gids allowed to attach, comma-separated")
 	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping, yielding the CPU between polls (default 50us; -1ns = never)")
 	fs.Var(&f.DrainTimeout, "drain-timeout", "graceful drain bound on SIGTERM (default 5s)")
+	fs.Var(&f.ResolveTimeout, "resolve-timeout", "bound of one neighbour (ARP) resolution for a dial (default 1s)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "", "json or console")
 	if err := fs.Parse(args); err != nil {
@@ -203,6 +204,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.Spin = f.Spin
 		case "drain-timeout":
 			c.DrainTimeout = f.DrainTimeout
+		case "resolve-timeout":
+			c.ResolveTimeout = f.ResolveTimeout
 		case "log-level":
 			c.LogLevel = f.LogLevel
 		case "log-format":

@@ -115,7 +115,7 @@ func serve(c *Config, logOut io.Writer) error {
 		Gamma:    c.Gamma,
 		Policy:   policy(c.Policy),
 		Logger:   log,
-	}, daemon.EngineTransportConfig{})
+	}, daemon.EngineTransportConfig{DialTimeout: time.Duration(c.ResolveTimeout)})
 	if err != nil {
 		return fmt.Errorf("open %s queue %d: %w", c.Interface, c.Queues[0], err)
 	}
