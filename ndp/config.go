@@ -62,7 +62,7 @@ type Config struct {
 	// Range [1, 1<<20]. Rounds come at most one current RTO or stall
 	// interval apart, so giving up takes at most about
 	// (MaxRTORetries+2)*max(MaxRTO, StallTimeout) (FixedRTO: RTO instead of
-	// MaxRTO): 352ms with defaults, and from a connection at the minimum
+	// MaxRTO): 384ms with defaults, and from a connection at the minimum
 	// RTO 1+2+4+8+16+6*32 = 223ms of silence (FixedRTO: about 11ms).
 	MaxRTORetries int
 	// Paths is the number of UDP source ports used as path entropy per

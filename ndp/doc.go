@@ -26,7 +26,10 @@
 // Inside an Endpoint: a connection table (open addressing, keyed by remote
 // IP, ports and connection id) maps frames to pooled connection objects,
 // each with a sender (send ring, packet descriptors by sequence number,
-// retransmission queue, push/pull/unsolicited credits, RTO) and a receiver
+// retransmission set resent lowest sequence first, push/pull/unsolicited
+// credits, an adaptive RTO: RFC 6298 estimate per connection, Karn's rule,
+// backoff, seeded from per-destination and endpoint-wide estimates, see
+// rtt.go) and a receiver
 // (sequence bitmaps, reassembly ring, pull accounting and flow control)
 // and a path Scoreboard. Outputs wait in a control-frame queue (ACK, NACK,
 // PULL, RESET: sent first) and in ready queues of connections with pulled
@@ -44,9 +47,9 @@
 // per-connection counter; the sender sends as many packets as it advanced,
 // retransmissions first. The sender marks LAST on its last packet of
 // available data; the receiver then drops the connection's queued pulls,
-// and data written later is pushed again. A short RTO recovers real loss on
-// another path; packets are sprayed over a per-round random permutation of
-// paths, with a scoreboard that excludes outlier paths; bounced headers are
+// and data written later is pushed again. A short RTO (adaptive, never below
+// Config.RTO) recovers real loss on another path; packets are sprayed over a
+// per-round random permutation of paths, with a scoreboard that excludes outlier paths; bounced headers are
 // resent only when no more PULLs are expected or the network looks
 // asymmetric. Time-wait at both ends gives at-most-once connection
 // semantics. See docs/decisions.md "## ndp protocol" for the choices the

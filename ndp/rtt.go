@@ -46,7 +46,7 @@ import (
 // remote IPv4 address, fed by every sample of every connection to that
 // address, and an endpoint-wide estimator fed by all samples as the fallback
 // for an address not in the table. A fixed array in the Endpoint: no
-// allocation, bounded memory (rttCacheSize*48 bytes); a colliding address
+// allocation, bounded memory (rttCacheSize*56 bytes, 14 KB); a colliding address
 // replaces the entry. The latency that makes ACKs late is mostly the peer
 // host's (scheduling, polling) and the path to it, hence per address; the
 // endpoint-wide value covers the local host's own delay. Entries do not age:
