@@ -77,6 +77,7 @@ type common struct {
 	mtu, queue, iw, paths   int
 	buffer                  string
 	delay, rto              time.Duration
+	adaptiveRTO             bool
 	gamma, phantom          float64
 	loss, dup, reorder, bad float64
 	headerQueue             int
@@ -97,7 +98,8 @@ func (c *common) register(fs *flag.FlagSet, defSize string) {
 	fs.IntVar(&c.paths, "paths", 0, "UDP source ports used as paths (0: endpoint default; FatTree/leaf-spine: the topology's path count)")
 	fs.StringVar(&c.buffer, "buffer", "", "per-connection send and receive buffer, e.g. 4MiB (empty: endpoint default 256 KiB)")
 	fs.DurationVar(&c.delay, "delay", time.Microsecond, "propagation delay of each link")
-	fs.DurationVar(&c.rto, "rto", 0, "retransmission timeout (0: endpoint default)")
+	fs.DurationVar(&c.rto, "rto", 0, "retransmission timeout (0: endpoint default, 1ms)")
+	fs.BoolVar(&c.adaptiveRTO, "adaptive-rto", false, "adapt the RTO to measured RTTs as the AF_XDP stack does (default: the paper's fixed --rto)")
 	fs.Float64Var(&c.gamma, "gamma", 1.0, "pull pacing as a fraction of the link rate (HULL headroom)")
 	fs.Float64Var(&c.phantom, "phantom", 0, "HULL phantom queue on every switch port draining at this fraction of the link rate, marking CE above 3 KB (0: off)")
 	fs.Float64Var(&c.loss, "loss", 0, "per-frame loss probability on every link")
@@ -126,7 +128,7 @@ func (c *common) star() (sim.StarConfig, int64, error) {
 	cfg := sim.StarConfig{
 		LinkRate:  rate,
 		LinkDelay: ndp.Time(c.delay),
-		Endpoint:  ndp.Config{MTU: c.mtu, IW: c.iw, Paths: c.paths, RTO: c.rto, SendBuffer: int(buffer), RecvBuffer: int(buffer)},
+		Endpoint:  ndp.Config{MTU: c.mtu, IW: c.iw, Paths: c.paths, RTO: c.rto, FixedRTO: !c.adaptiveRTO, SendBuffer: int(buffer), RecvBuffer: int(buffer)},
 		Pulls:     pullpacer.QueueConfig{Gamma: c.gamma},
 		Fabric:    fabric.Config{DataQueue: c.queue, HeaderQueueBytes: c.headerQueue, NoReturnToSender: c.noRTS, PhantomRate: c.phantom * rate},
 		Faults:    sim.Faults{Loss: c.loss, Duplicate: c.dup, Reorder: c.reorder, Corrupt: c.bad},
