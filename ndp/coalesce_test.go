@@ -124,7 +124,7 @@ func TestCoalescingBounds(t *testing.T) {
 // connections at once finish byte-exact, in fewer frames than without.
 func TestCoalescedTransfersComplete(t *testing.T) {
 	run := func(co bool) (frames uint64) {
-		mod := func(c *Config) { c.CoalesceControl = co }
+		mod := func(c *Config) { c.CoalesceControl = co; c.RecvBuffer = 64 << 10 } // flow control engages too
 		a, b := mkEP(t, ipA, mod), mkEP(t, ipB, mod)
 		if err := b.Listen(80); err != nil {
 			t.Fatal(err)
