@@ -392,16 +392,28 @@ func incastSim(o incastOpts) error {
 	fmt.Fprintln(os.Stderr, "ndpperf incast: not root, so no veth testbed (network namespaces and AF_XDP need root).")
 	fmt.Fprintf(os.Stderr, "  Running the same incast on the simulator instead: real ndp endpoints and pull queues, %d senders\n", o.servers)
 	fmt.Fprintf(os.Stderr, "  and one receiver on one NDP switch (%s b/s links, 1 µs delay), virtual time, one round. Kernel TCP needs root; skipped.\n", formatRate(float64(o.rate)))
+	out, err := incastSimRun(o)
+	if err != nil {
+		return err
+	}
+	return printIncast(out, o.json)
+}
+
+// incastSimRun runs the incast on the simulator.
+func incastSimRun(o incastOpts) (incastOutput, error) {
+	if err := o.validate(); err != nil {
+		return incastOutput{}, err
+	}
 	mtu := o.mtu
 	if mtu == 0 {
 		mtu = 1500
 	}
 	r, err := sim.RunIncast(sim.IncastConfig{Star: simStar(float64(o.rate), mtu), Senders: o.servers, Size: int64(o.size)})
 	if err != nil {
-		return err
+		return incastOutput{}, err
 	}
 	if !r.BytesVerified {
-		return fmt.Errorf("simulated incast: bytes not verified (%d of %d flows completed, %d failed: %s)", r.Completed, r.Flows, r.Failed, r.FirstError)
+		return incastOutput{}, fmt.Errorf("simulated incast: bytes not verified (%d of %d flows completed, %d failed: %s)", r.Completed, r.Flows, r.Failed, r.FirstError)
 	}
 	c := ndpCounters{Retransmits: r.Retransmits, RTOFires: r.RTOs, NacksIn: r.Nacks, TrimmedIn: r.Trimmed}
 	out := incastOutput{MTU: mtu, RateBps: o.rate, CPUs: runtime.NumCPU(),
@@ -410,5 +422,5 @@ func incastSim(o incastOpts) error {
 			MedianMs: r.LastFCTus / 1000, P90Ms: r.LastFCTus / 1000, MaxMs: r.LastFCTus / 1000,
 			GoodputMbps: float64(o.servers*o.size) * 8 / (r.LastFCTus / 1e6) / 1e6, ReceivedBytes: int64(o.servers) * int64(o.size),
 			Client: &c}}} // summed over every host (printIncast says so)
-	return printIncast(out, o.json)
+	return out, nil
 }

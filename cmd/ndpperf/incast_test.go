@@ -72,3 +72,18 @@ func TestIncastTestbed(t *testing.T) {
 	}
 	t.Logf("%+v\nclient %+v\nservers %+v", out.Results, *ndp.Client, *ndp.ServerSummed)
 }
+
+// TestIncastSim runs the unprivileged fallback: the simulated incast
+// delivers every byte, no faster than the link allows.
+func TestIncastSim(t *testing.T) {
+	o := incastOpts{servers: 4, size: 64 << 10, rounds: 1, rate: 10e9}
+	out, err := incastSimRun(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := out.Results[0]
+	minMs := float64(o.servers*o.size) * 8 / float64(o.rate) * 1000
+	if r.MedianMs < minMs || r.MedianMs > 3*minMs || r.GoodputMbps <= 0 || r.Client == nil {
+		t.Fatalf("%+v (the bytes alone take %.3f ms)", r, minMs)
+	}
+}

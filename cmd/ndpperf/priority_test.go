@@ -1,0 +1,119 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+)
+
+func TestParsePriorityFlags(t *testing.T) {
+	def := priorityOpts{senders: 2, size: 2e6, rate: 200e6, rounds: 5, deadline: 0.9, poll: "adaptive"}
+	for _, tc := range []struct {
+		args    []string
+		want    priorityOpts
+		wantErr string
+	}{
+		{args: nil, want: def},
+		{args: []string{"--senders", "4", "--size", "8MB", "--rate", "1G", "--rounds", "3", "--deadline", "1.5", "--poll", "busy", "--json"},
+			want: priorityOpts{senders: 4, size: 8e6, rate: 1e9, rounds: 3, deadline: 1.5, poll: "busy", json: true}},
+		{args: []string{"--senders", "1"}, wantErr: "--senders"},
+		{args: []string{"--senders", "9"}, wantErr: "--senders"},
+		{args: []string{"--size", "1KB"}, wantErr: "--size"},
+		{args: []string{"--rate", "1"}, wantErr: "bad rate"},
+		{args: []string{"--rounds", "0"}, wantErr: "--rounds"},
+		{args: []string{"--deadline", "0"}, wantErr: "--deadline"},
+		{args: []string{"--deadline", "NaN"}, wantErr: "--deadline"},
+		{args: []string{"--poll", "x"}, wantErr: "--poll"},
+	} {
+		got, err := parsePriorityFlags(tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: %+v, %v; want %+v", tc.args, got, err, tc.want)
+		}
+	}
+	if d := def.d3Deadline(); d != 144*time.Millisecond {
+		t.Errorf("default deadline %v, want 0.9 x 2 x 2 MB at 200 Mb/s = 144ms", d)
+	}
+}
+
+// checkPriority asserts what every run of the benchmark must show: every
+// flow took positive time; under strict priority flow 0 finished first;
+// under D3 flow 0 (a deadline a fair share would still meet, so nothing
+// should quench it) finished first; the unmeetable deadline failed fast
+// with ErrDeadlineUnmeetable.
+func checkPriority(t *testing.T, out priorityOutput, o priorityOpts) {
+	t.Helper()
+	if len(out.Policies) != 3 {
+		t.Fatalf("policies %+v", out.Policies)
+	}
+	for _, p := range out.Policies {
+		if len(p.Flows) != o.senders || p.MedianRoundMs <= 0 || p.GoodputMbps <= 0 {
+			t.Errorf("%s: %+v", p.Policy, p)
+		}
+		for _, f := range p.Flows {
+			if len(f.Ms) != out.Rounds || f.MinMs <= 0 || f.MedianMs < f.MinMs || f.MaxMs < f.MedianMs || f.Quenched != 0 {
+				t.Errorf("%s flow %d: %+v", p.Policy, f.Flow, f)
+			}
+		}
+	}
+	for _, p := range out.Policies[1:] { // priority, deadline
+		for _, f := range p.Flows[1:] {
+			if p.Flows[0].MedianMs >= f.MedianMs {
+				t.Errorf("%s: flow 0 (%s) median %.1f ms, not before flow %d's %.1f ms", p.Policy, p.Flows[0].Hint, p.Flows[0].MedianMs, f.Flow, f.MedianMs)
+			}
+		}
+	}
+	u := out.Unmeetable
+	if !u.Unmeetable || u.FailedAfter <= 0 || u.FailedAfter >= u.DeadlineMs {
+		t.Errorf("unmeetable deadline: %+v (want ErrDeadlineUnmeetable before the deadline)", u)
+	}
+}
+
+// TestPriorityTestbed: 2 flows of 512 KiB into receivers paced at
+// 100 Mb/s (well under what the stacks manage even with -race), 3 rounds
+// per policy. Flow 0's deadline is 3 x the fair completion, which D3
+// meets with room to spare even when -race and a loaded machine keep the
+// stacks below the pacer's rate.
+func TestPriorityTestbed(t *testing.T) {
+	testbed.RequireRoot(t)
+	o := priorityOpts{senders: 2, size: 512 << 10, rate: 100e6, rounds: 3, deadline: 3, poll: "adaptive"}
+	out, err := priorityTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range out.Policies {
+		t.Logf("%s: %+v; receiver %+v", p.Policy, p.Flows, *p.Receiver)
+	}
+	t.Logf("unmeetable: %+v", out.Unmeetable)
+	checkPriority(t, out, o)
+	if out.Unmeetable.Quenched != 1 {
+		t.Errorf("receiver quenched %d connections, want 1", out.Unmeetable.Quenched)
+	}
+}
+
+// TestPrioritySim runs the unprivileged fallback on the simulator, where
+// the pull pacer is exact: the same properties hold.
+func TestPrioritySim(t *testing.T) {
+	o := priorityOpts{senders: 3, size: 1 << 20, rate: 1e9, rounds: 1, deadline: 1.5, poll: "adaptive"}
+	out, err := prioritySimRun(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPriority(t, out, o)
+	fair := out.Policies[0]
+	// Fair sharing: every flow ends within a few percent of K x size at the
+	// link rate (payload overhead aside).
+	for _, f := range fair.Flows {
+		if f.MedianMs < out.FairMs || f.MedianMs > 1.15*out.FairMs {
+			t.Errorf("fair flow %d: %.2f ms, want about %.2f", f.Flow, f.MedianMs, out.FairMs)
+		}
+	}
+	t.Logf("%+v", out)
+}
