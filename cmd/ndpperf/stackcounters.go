@@ -91,7 +91,8 @@ func (c ndpCounters) add(o ndpCounters) ndpCounters {
 	}
 }
 
-// print writes the counters as two indented lines.
+// print writes the counters as two indented lines (one when only the
+// protocol's are known, as from the simulator).
 func (c ndpCounters) print(w io.Writer, label string) {
 	perKick := 0.0
 	if c.TxKicks > 0 {
@@ -100,6 +101,9 @@ func (c ndpCounters) print(w io.Writer, label string) {
 	fmt.Fprintf(w, "  %s: data out %d (pushed %d, pulled %d), in %d; retransmits %d, RTO fires %d, stall probes %d; NACKs in %d / out %d (no buffer %d); trimmed %d; duplicates %d; quenched %d\n",
 		label, c.DataOut, c.PushedOut, c.PulledOut, c.DataIn, c.Retransmits, c.RTOFires, c.StallProbes,
 		c.NacksIn, c.NacksOut, c.NoBufferNacks, c.TrimmedIn, c.DuplicatesIn, c.Quenched)
+	if c.TxFrames == 0 && c.RxFrames == 0 && c.PullsOut == 0 {
+		return // the simulator's summary: no link or pacer counters
+	}
 	fmt.Fprintf(w, "  %s: link tx %d frames in %d batches, %d kicks (%.1f frames/kick); rx %d frames in %d batches, %d dropped; tx ring full %d; PULLs out %d, late pull slots %d; wakeups %d\n",
 		label, c.TxFrames, c.TxBatches, c.TxKicks, perKick, c.RxFrames, c.RxBatches, c.RxDropped, c.TxRingFull, c.PullsOut, c.LateSlots, c.Wakeups)
 }
