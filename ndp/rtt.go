@@ -187,16 +187,16 @@ func (e *Endpoint) rto(c *conn) Time {
 
 // stallTimeout is how long a stalled sender waits for feedback before it
 // probes: StallTimeout plus twice the amount by which the connection's base RTO
-// exceeds the minimum (2*RTO with defaults), backed off like the RTO, up to
-// max(MaxRTO, StallTimeout). Config.StallTimeout with FixedRTO.
+// exceeds the minimum (twice the base RTO with defaults), backed off like the
+// RTO, at most max(MaxRTO, StallTimeout). Config.StallTimeout with FixedRTO.
 func (e *Endpoint) stallTimeout(c *conn) Time {
 	st := Time(e.cfg.StallTimeout)
 	if e.cfg.FixedRTO {
 		return st
 	}
 	r := &c.snd.rtt
-	base := st + 2*(r.base-Time(e.cfg.RTO))
-	return backedOff(base, r.backoff, max(Time(e.cfg.MaxRTO), st))
+	limit := max(Time(e.cfg.MaxRTO), st)
+	return min(backedOff(st+2*(r.base-Time(e.cfg.RTO)), r.backoff, limit), limit)
 }
 
 // seedRTT starts c's estimator from the endpoint's memory for its remote.

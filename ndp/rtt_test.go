@@ -535,3 +535,35 @@ func TestConfigRTOValidation(t *testing.T) {
 		})
 	}
 }
+
+// The stall interval follows the connection's RTO (twice it with defaults),
+// backs off with it and never exceeds max(MaxRTO, StallTimeout).
+func TestStallTimeoutFollowsRTO(t *testing.T) {
+	a := mkEP(t, ipA, nil)
+	b := mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 10, DialOptions{})
+	c := a.conn(h)
+	for _, tc := range []struct {
+		base    Time
+		backoff uint8
+		want    Time
+	}{
+		{ms, 0, 2 * ms},
+		{3 * ms, 0, 6 * ms},
+		{3 * ms, 2, 24 * ms},
+		{3 * ms, 3, 32 * ms},  // capped at MaxRTO
+		{20 * ms, 0, 32 * ms}, // 2x a large base is capped too
+	} {
+		c.snd.rtt.base, c.snd.rtt.backoff = tc.base, tc.backoff
+		if got := a.stallTimeout(c); got != tc.want {
+			t.Errorf("base %v backoff %d: stall %v, want %v", time.Duration(tc.base), tc.backoff, time.Duration(got), time.Duration(tc.want))
+		}
+	}
+	f := mkEP(t, ipA, func(c *Config) { c.FixedRTO = true })
+	hf, _ := dialWrite(t, f, mkEP(t, ipB, nil), 10, DialOptions{})
+	cf := f.conn(hf)
+	cf.snd.rtt.base, cf.snd.rtt.backoff = 20*ms, 3
+	if got := f.stallTimeout(cf); got != 2*ms {
+		t.Errorf("FixedRTO stall %v, want StallTimeout", time.Duration(got))
+	}
+}
