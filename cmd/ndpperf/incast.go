@@ -224,6 +224,14 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 			return out, err
 		}
 	}
+	ndpDone := make(chan struct{}) // closed before the NDP stacks are
+	defer func() {
+		select {
+		case <-ndpDone:
+		default:
+			close(ndpDone)
+		}
+	}()
 	for i := 1; i < len(hosts); i++ {
 		l, err := stacks[i].Listen(7)
 		if err != nil {
@@ -233,6 +241,11 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 			for {
 				m, err := l.RecvMessage(64)
 				if err != nil {
+					select {
+					case <-ndpDone:
+						return
+					default:
+					}
 					if errors.Is(err, net.ErrClosed) || errors.Is(err, sockapi.ErrStackClosed) {
 						return
 					}
@@ -276,6 +289,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}
 	r.Client, r.ServerSummed = &client, &servers
 	out.Results = append(out.Results, r)
+	close(ndpDone)
 	for i, s := range stacks {
 		s.Close()
 		stacks[i] = nil
