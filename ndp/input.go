@@ -207,11 +207,13 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 	e.feedback(c, now)
 	if s.inWindow(h.Seq) {
 		d := s.desc(h.Seq)
-		if (d.state == pktInflight || d.state == pktRtxQueued) && !d.ambiguous {
-			// the only copy sent so far was ACKed (Karn's rule, rtt.go)
-			e.rttSample(c, now-d.sentAt, now)
-			if d.rtoLost {
-				e.stats.SpuriousRTOs++
+		if d.state == pktInflight || d.state == pktRtxQueued {
+			// Karn's rule, told apart by path (pktDesc.rttSample, rtt.go)
+			if m, spurious, ok := d.rttSample(h, now); ok {
+				e.rttSample(c, m, now)
+				if spurious {
+					e.stats.SpuriousRTOs++
+				}
 			}
 		}
 		if d.state == pktInflight || d.state == pktRtxQueued {

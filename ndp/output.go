@@ -32,6 +32,7 @@ func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 func (e *Endpoint) queueProbe(c *conn, seq uint32, now Time) {
 	s := &c.snd
 	d := s.desc(seq)
+	d.karn = karnMany // a re-ACK of the probe would time the probe, not a send
 	path := c.paths.next(&e.rng, -1, now, &e.stats.PathsExcluded)
 	cf := ctlFrame{
 		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
@@ -223,7 +224,6 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 	avoid := -1
 	if rtx {
 		s.unqueueRtx(seq)
-		d.ambiguous = d.rtoLost
 		avoid = int(d.path)
 		e.stats.Retransmits++
 	}
@@ -237,6 +237,9 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 		e.stats.PushedOut++
 	}
 	path := c.paths.next(&e.rng, avoid, now, &e.stats.PathsExcluded)
+	if rtx {
+		d.noteResend(now, path)
+	}
 	d.state, d.sentAt, d.path = pktInflight, now, path
 	flags := d.flags & (FlagSYN | FlagFIN)
 	if !s.hasRtx() && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {

@@ -8,18 +8,25 @@ import (
 // Adaptive retransmission timeout (RFC 6298 style), per connection.
 //
 // Samples. An RTT sample is the time from sending a DATA packet to its ACK.
-// Karn's rule: only a transmission that alone could have produced the ACK
-// gives a sample. A packet the RTO declared lost and then sent again is
-// ambiguous (the first copy, or its ACK, may only have been late) and never
-// gives a sample again; declared lost but not yet resent, its ACK answers the
-// only copy sent and is a valid sample (and proves the RTO spurious:
-// Stats.SpuriousRTOs). A retransmission asked for by a NACK or a bounced header
-// is not ambiguous: the first copy's payload was cut (or refused for lack of
-// buffer) and cannot be ACKed, so its ACK is a valid sample, timed from the
-// retransmission. NACKs themselves give no sample: they come back through the
-// switches' header queue, so they measure the header path, which is shorter
-// than the data path whose ACK the RTO has to wait for; mixing the two would
-// pull SRTT down and leave the RTO too short for queued data.
+// Karn's rule: an ACK is a sample only if it is known which transmission it
+// answers. NDP can often tell: an ACK echoes the path id of the copy it
+// answers, and a resend never takes the path of the copy before it, so after
+// an RTO resend the ACK's path names the copy, as TCP's timestamps or QUIC's
+// packet numbers would (pktDesc.karn: two copies are told apart, with more
+// only the first, the one a spurious RTO leaves, and only while no later copy
+// shares its path; merged ACKs with FlagAckMore echo one path for several
+// packets and are not used). Without this, a one-packet RPC whose RTT exceeds
+// the initial RTO never got a sample (every ACK came after a resend) and every
+// call retransmitted. An ACK of the first copy after the RTO declared it lost
+// proves that RTO spurious (Stats.SpuriousRTOs). A retransmission asked for by
+// a NACK or a bounced header is not ambiguous: the first copy's payload was cut
+// (or refused for lack of buffer) and cannot be ACKed, so its ACK is a valid
+// sample, timed from the retransmission. NACKs themselves give no sample: they
+// come back through the switches' header queue, so they measure the header
+// path, which is shorter than the data path whose ACK the RTO has to wait for;
+// mixing the two would pull SRTT down and leave the RTO too short for queued
+// data. A packet that was stall-probed gives no sample (a re-ACK of the probe
+// would time the probe).
 //
 // Estimate. SRTT with gain 1/8 and the first sample R giving SRTT = R,
 // RTTVAR = R/2, as in RFC 6298; base RTO = clamp(SRTT + max(G, 4*RTTVAR),

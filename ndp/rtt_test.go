@@ -186,9 +186,10 @@ func rttOf(t *testing.T, e *Endpoint, h Handle) RTTInfo {
 	return info
 }
 
-// Karn's rule: an ACK of a packet resent after the RTO gives no sample; an ACK
-// of a packet the RTO declared lost but not yet resent does (and proves the RTO
-// spurious); a retransmission asked for by a NACK is timed from the resend.
+// Karn's rule: an ACK of a packet the RTO declared lost but not yet resent is a
+// sample (and proves the RTO spurious); once resent, the ACK's echoed path
+// tells the copies apart (TestRTTKarnByPath); a retransmission asked for by a
+// NACK is timed from the resend.
 func TestRTTKarn(t *testing.T) {
 	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
 	h, _ := dialWrite(t, a, b, 3*a.MSS(), DialOptions{})
@@ -213,13 +214,14 @@ func TestRTTKarn(t *testing.T) {
 	if r, st := rttOf(t, a, h), a.Stats(); r.Samples != 2 || st.SpuriousRTOs != 1 || r.Backoff != 0 {
 		t.Fatalf("ACK of a declared-lost, unsent packet: %+v, spurious %d", r, st.SpuriousRTOs)
 	}
-	// packet 2 is resent; the late ACK of its first copy is ambiguous: no sample
+	// packet 2 is resent on another path; the late ACK of its first copy echoes
+	// the first copy's path: a sample timed from the first send, spurious RTO
 	if out := poll(t, a, at+us, true); len(out) != 1 || out[0].f.Header.Seq != rs[2].f.Header.Seq {
 		t.Fatalf("resend %+v", out)
 	}
 	deliver(t, a, at+2*us, acks[2])
-	if r := rttOf(t, a, h); r.Samples != 2 {
-		t.Fatalf("ambiguous ACK gave a sample: %+v", r)
+	if r, st := rttOf(t, a, h), a.Stats(); r.Samples != 3 || st.SpuriousRTOs != 2 {
+		t.Fatalf("ACK of the first copy after the resend: %+v, spurious %d", r, st.SpuriousRTOs)
 	}
 
 	// NACK-asked retransmission: the trimmed first copy cannot be ACKed, so the
@@ -237,7 +239,7 @@ func TestRTTKarn(t *testing.T) {
 	ctl := poll(t, b, now+10*us, true) // ACK of rs[1], NACK of rs[0]
 	deliver(t, a, now+20*us, ctl...)
 	samples := rttOf(t, a, h).Samples
-	if samples != 3 {
+	if samples != 4 {
 		t.Fatalf("samples %d after the untrimmed packet's ACK", samples)
 	}
 	for _, ev := range evs {
@@ -254,10 +256,10 @@ func TestRTTKarn(t *testing.T) {
 	}
 	deliver(t, b, now+50*us, rtx...)
 	deliver(t, a, now+140*us, ofType(poll(t, b, now+50*us, true), TypeAck)...)
-	if r := rttOf(t, a, h); r.Samples != 4 {
+	if r := rttOf(t, a, h); r.Samples != 5 {
 		t.Fatalf("NACK-asked retransmission gave no sample: %+v", r)
 	}
-	if st := a.Stats(); st.RTTHist[rttBucket(100*us)] == 0 || st.RTTSamples != 4 {
+	if st := a.Stats(); st.RTTHist[rttBucket(100*us)] == 0 || st.RTTSamples != 5 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -565,5 +567,181 @@ func TestStallTimeoutFollowsRTO(t *testing.T) {
 	cf.snd.rtt.base, cf.snd.rtt.backoff = 20*ms, 3
 	if got := f.stallTimeout(cf); got != 2*ms {
 		t.Errorf("FixedRTO stall %v, want StallTimeout", time.Duration(got))
+	}
+}
+
+// After an RTO resend two copies may be ACKed; the ACK echoes the path of the
+// copy it answers and a resend never takes its predecessor's path, so the ACK
+// says which copy it is for (NDP's stand-in for TCP timestamps) while that copy
+// is alone on its path. With one path or a merged ACK (FlagAckMore) it cannot;
+// with three copies only the first is told apart.
+func TestRTTKarnByPath(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		paths       int
+		ackFirst    bool // the ACK answers the first copy (else the resend)
+		merged      bool // the ACK frame carries FlagAckMore
+		resends     int
+		wantSample  Time // 0: no sample
+		wantSpuriou bool
+	}{
+		{"first copy", 8, true, false, 1, 3 * ms, true},
+		{"the resend", 8, false, false, 1, 2 * ms, false},
+		{"one path", 1, true, false, 1, 0, false},
+		{"merged ACK", 8, true, true, 1, 0, false},
+		{"three copies, the last", 8, false, false, 2, 0, false},
+		{"three copies, the first", 8, true, false, 2, 5 * ms, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := mkEP(t, ipA, func(c *Config) { c.Paths = tc.paths; c.MaxRTORetries = 20 })
+			b := mkEP(t, ipB, func(c *Config) { c.Paths = tc.paths })
+			h, _ := dialWrite(t, a, b, 10, DialOptions{})
+			first := poll(t, a, 0, true)
+			now := Time(0)
+			var last []rec
+			for range tc.resends {
+				at, _ := a.NextTimer()
+				now = at
+				a.HandleTimers(now)
+				last = poll(t, a, now, true)
+				if len(last) != 1 {
+					t.Fatalf("resend: %d frames", len(last))
+				}
+			}
+			copyOf := last[0]
+			if tc.ackFirst {
+				copyOf = first[0]
+			}
+			deliver(t, b, now, copyOf)
+			acks := ofType(poll(t, b, now, true), TypeAck)
+			if len(acks) != 1 {
+				t.Fatalf("%d ACKs", len(acks))
+			}
+			if tc.merged {
+				acks[0].f.Header.Flags |= FlagAckMore // bitmap 0: acknowledges just Seq
+				n, err := BuildFrame(acks[0].b[:cap(acks[0].b)], &acks[0].f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acks[0].b = acks[0].b[:n]
+			}
+			ackAt := now + 2*ms
+			deliver(t, a, ackAt, acks...)
+			r, st := rttOf(t, a, h), a.Stats()
+			if tc.wantSample == 0 {
+				if st.RTTSamples != 0 {
+					t.Fatalf("ambiguous ACK gave a sample: %+v", r)
+				}
+				return
+			}
+			if st.RTTSamples != 1 || r.SRTT != time.Duration(tc.wantSample) || (st.SpuriousRTOs == 1) != tc.wantSpuriou {
+				t.Fatalf("got %+v, spurious %d; want SRTT %v, spurious %v", r, st.SpuriousRTOs, time.Duration(tc.wantSample), tc.wantSpuriou)
+			}
+		})
+	}
+}
+
+// RPC over a path whose ACKs are 3ms late, one connection per call: with the
+// adaptive RTO the first call learns the RTT (its spurious retransmission's ACK
+// echoes the first copy's path, a valid sample) and every later call starts
+// from it, so only the first call retransmits; with the fixed 1ms RTO every
+// request and every response is sent twice.
+func TestRPCOverLateACKs(t *testing.T) {
+	const calls = 20
+	run := func(fixed bool) []uint64 {
+		n := newTestNet(t, 9, Config{FixedRTO: fixed}, Config{FixedRTO: fixed})
+		n.delay = func(_, _ int, b []byte) Time {
+			if len(b) > 43 && PacketType(b[43]) == TypeAck {
+				return 3 * ms
+			}
+			return 0
+		}
+		cli, srv := n.hosts[0], n.hosts[1]
+		srv.ep.Listen(80)
+		req, resp := pattern(1, 1000), pattern(2, 1000)
+		var perCall []uint64
+		for i := range calls {
+			before := cli.ep.Stats().Retransmits + srv.ep.Stats().Retransmits
+			h, err := cli.ep.Dial(n.addr(1, 80), DialOptions{}, n.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cli.ep.Write(h, req, n.now)
+			cli.ep.CloseWrite(h, n.now)
+			var s Handle
+			answered := false
+			ok := n.run(1_000_000, func() bool {
+				if s == 0 && len(srv.accepted) > i {
+					s = srv.accepted[i]
+				}
+				if s != 0 && !answered && srv.eof[s] {
+					answered = true
+					srv.ep.Write(s, resp, n.now)
+					srv.ep.CloseWrite(s, n.now)
+				}
+				_, c0 := cli.closed[h]
+				_, c1 := srv.closed[s]
+				return s != 0 && c0 && c1
+			})
+			if !ok || !bytes.Equal(srv.got(s), req) || !bytes.Equal(cli.got(h), resp) || cli.closed[h] != nil || srv.closed[s] != nil {
+				t.Fatalf("fixed=%v call %d failed: %v %v\n%v", fixed, i, cli.closed[h], srv.closed[s], n)
+			}
+			cli.ep.Release(h)
+			srv.ep.Release(s)
+			perCall = append(perCall, cli.ep.Stats().Retransmits+srv.ep.Stats().Retransmits-before)
+		}
+		return perCall
+	}
+	adaptive, fixed := run(false), run(true)
+	t.Logf("retransmissions per call, adaptive: %v", adaptive)
+	t.Logf("retransmissions per call, fixed:    %v", fixed)
+	for i, r := range adaptive[2:] {
+		if r != 0 {
+			t.Errorf("adaptive: call %d retransmitted %d packets", i+2, r)
+		}
+	}
+	for i, r := range fixed {
+		if r < 2 {
+			t.Errorf("fixed: call %d retransmitted only %d packets (test not exercising the RTO)", i, r)
+		}
+	}
+}
+
+func TestKarnState(t *testing.T) {
+	type step struct {
+		rto  bool   // resent after the RTO declared it lost (else after a NACK)
+		path uint16 // path of the resend
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  karnState
+	}{
+		{"sent once", nil, karnOne},
+		{"NACK resends", []step{{false, 1}, {false, 2}}, karnOne},
+		{"RTO resend", []step{{true, 1}}, karnTwo},
+		{"RTO resend on the same path", []step{{true, 0}}, karnMany},
+		{"two RTO resends", []step{{true, 1}, {true, 2}}, karnFirst},
+		{"third copy back on the first path", []step{{true, 1}, {true, 0}}, karnMany},
+		{"NACK after an RTO resend", []step{{true, 1}, {false, 2}}, karnMany},
+	} {
+		d := pktDesc{path: 0, sentAt: 0}
+		now := Time(0)
+		for _, s := range tc.steps {
+			now += ms
+			d.rtoLost = s.rto
+			d.noteResend(now, s.path)
+			d.sentAt, d.path = now, s.path
+		}
+		if d.karn != tc.want {
+			t.Errorf("%s: karn %d, want %d", tc.name, d.karn, tc.want)
+		}
+		if d.karn == karnTwo || d.karn == karnFirst {
+			// an ACK on the first copy's path is timed from the first send
+			m, spurious, ok := d.rttSample(&Header{PathID: 0}, now+ms)
+			if !ok || !spurious || m != now+ms {
+				t.Errorf("%s: first-copy sample %v %v %v", tc.name, time.Duration(m), spurious, ok)
+			}
+		}
 	}
 }

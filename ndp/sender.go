@@ -36,14 +36,72 @@ const (
 
 type pktDesc struct {
 	off       uint64
-	sentAt    Time
+	sentAt    Time   // latest transmission
+	firstAgo  uint32 // karnTwo, karnFirst: the first copy went this many ns before sentAt
 	n         uint16
-	path      uint16
+	path      uint16 // path of the latest transmission
+	firstPath uint16 // karnTwo, karnFirst: path of the first copy
+	flags     Flags  // FlagSYN, FlagFIN as first sent
 	state     pktState
-	flags     Flags // FlagSYN, FlagFIN as first sent
-	first     bool  // part of the first push window
-	rtoLost   bool  // the RTO declared this packet lost
-	ambiguous bool  // resent after rtoLost: an ACK may answer either copy, no RTT sample (Karn, rtt.go)
+	first     bool // part of the first push window
+	rtoLost   bool // the RTO declared the latest copy lost
+	karn      karnState
+}
+
+// karnState says which transmissions of a packet an ACK may answer and how to
+// tell them apart (Karn's rule, rtt.go). An ACK echoes the path of the copy it
+// answers, and a resend never takes the path of the copy before it, so the
+// path tells copies apart as long as the one in question is alone on its path.
+type karnState uint8
+
+const (
+	karnOne   karnState = iota // one copy that can be ACKed: every ACK is a sample
+	karnTwo                    // two copies on different paths, the first on firstPath
+	karnFirst                  // more copies; the first is the only one on firstPath
+	karnMany                   // unknown: no sample
+)
+
+// noteResend updates d's Karn state as it is sent again at now on path.
+func (d *pktDesc) noteResend(now Time, path uint16) {
+	if !d.rtoLost {
+		// asked for by a NACK or a bounce: the copy it named was cut; with
+		// several copies out it is not known which
+		if d.karn != karnOne {
+			d.karn = karnMany
+		}
+		return
+	}
+	d.rtoLost = false
+	ago := uint64(now-d.sentAt) + uint64(d.firstAgo)
+	switch {
+	case d.karn == karnMany:
+	case d.karn == karnOne && path != d.path:
+		d.karn, d.firstPath, d.firstAgo = karnTwo, d.path, uint32(min(uint64(now-d.sentAt), 1<<32-1))
+	case d.karn != karnOne && path != d.firstPath && ago < 1<<32:
+		d.karn, d.firstAgo = karnFirst, uint32(ago)
+	default:
+		d.karn = karnMany
+	}
+}
+
+// rttSample returns the RTT sample the ACK h of d gives at now, if any, and
+// whether it proves the RTO that declared d lost spurious (the copy it
+// declared lost was ACKed).
+func (d *pktDesc) rttSample(h *Header, now Time) (m Time, spurious, ok bool) {
+	if d.karn == karnOne {
+		return now - d.sentAt, d.rtoLost, true
+	}
+	if d.karn == karnMany || h.Flags&FlagAckMore != 0 {
+		// a merged ACK (FlagAckMore) echoes one path for several packets
+		return 0, false, false
+	}
+	switch {
+	case h.PathID == d.firstPath:
+		return now - (d.sentAt - Time(d.firstAgo)), true, true
+	case d.karn == karnTwo && h.PathID == d.path:
+		return now - d.sentAt, d.rtoLost, true
+	}
+	return 0, false, false
 }
 
 const seqMask = maxWindowPkts - 1
