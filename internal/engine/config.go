@@ -58,6 +58,16 @@ type Config struct {
 	// EdgeRate is the edge pacer (token bucket) rate for pushed packets of
 	// connections that ask for pacing, bits/s. Zero means LinkRate.
 	EdgeRate int64
+	// PullBurst is the most PULLs the pull queue releases back to back
+	// when it is polled late (pullpacer.QueueConfig.MaxBurst). Zero means
+	// 8. The pacer spaces PULLs a data packet's wire time apart (1.2 µs
+	// at 10 Gb/s and MTU 1500), but a software poll comes back only every
+	// few µs, more while it handles a receive batch: with 2 (the pull
+	// queue's own default), slots missed meanwhile were lost and the pull
+	// rate fell to about one in five slots. 8 covers a poll that runs
+	// ~10 µs late at 10 Gb/s; more would let PULLs bunch into bursts
+	// that overflow an 8-packet switch queue.
+	PullBurst int
 	// Batch is the most frames received or transmitted per Poll. Zero
 	// means 64.
 	Batch int
@@ -66,6 +76,11 @@ type Config struct {
 	// Spin is how long an adaptive waiter or the idle background poller
 	// spins before sleeping. Zero means 50µs.
 	Spin time.Duration
+	// MaxSpin bounds the adaptive spin window: it grows from Spin while
+	// sleeps keep being cut short by traffic (a transfer whose ends take
+	// turns) and shrinks back when the stack goes idle. Zero means 1ms;
+	// it is at least Spin.
+	MaxSpin time.Duration
 	// NoBackground disables the background poller goroutine: only
 	// application goroutines inside Stack calls make progress (the owner of
 	// the Stack then drives it with Poll, e.g. ndpd's core loop).
@@ -98,11 +113,13 @@ func (c *Config) populate() {
 		}
 	}
 	if c.Endpoint.MaxRTORetries == 0 {
-		// ndp's default (10 x 1ms) suits a dedicated core. A userspace stack
-		// on shared cores can go unpolled for tens of milliseconds (Go
-		// scheduler preemption, a busy peer), so give up only after ~0.5s
-		// of silence.
-		c.Endpoint.MaxRTORetries = 500
+		// A userspace stack on shared cores can go unpolled for tens of
+		// milliseconds (Go scheduler preemption, a busy peer). The RTO
+		// backs off (doubling up to MaxRTO, 32 ms by default), so 16
+		// silent rounds give up after about half a second; 500 fixed-RTO
+		// rounds used to, but with backoff 500 rounds took 16 s (and
+		// stretched time-wait to match).
+		c.Endpoint.MaxRTORetries = 16
 	}
 	if !c.SeparateControl {
 		c.Endpoint.CoalesceControl = true
@@ -122,9 +139,16 @@ func (c *Config) populate() {
 	if c.Batch == 0 {
 		c.Batch = 64
 	}
+	if c.PullBurst == 0 {
+		c.PullBurst = 8
+	}
 	if c.Spin == 0 {
 		c.Spin = 50 * time.Microsecond
 	}
+	if c.MaxSpin == 0 {
+		c.MaxSpin = time.Millisecond
+	}
+	c.MaxSpin = max(c.MaxSpin, c.Spin)
 	if c.Clock == nil {
 		c.Clock = pullpacer.MonotonicNow
 	}
@@ -144,6 +168,8 @@ func (c *Config) validate() error {
 		return bad("MTU %d does not fit the link's %d-byte frames", c.Endpoint.MTU, c.Link.FrameCap())
 	case c.Batch < 1 || c.Batch > 1024:
 		return bad("Batch %d outside [1, 1024]", c.Batch)
+	case c.PullBurst < 1 || c.PullBurst > 1024:
+		return bad("PullBurst %d outside [1, 1024]", c.PullBurst)
 	case c.Gamma <= 0 || c.Gamma > 1:
 		return bad("Gamma %v outside (0, 1]", c.Gamma)
 	case c.LinkRate < 0 || c.EdgeRate < 0:

@@ -50,7 +50,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	if w.start == 0 {
 		w.start = now
 	}
-	if s.cfg.Mode == PollBusy || now-w.start < ndp.Time(s.cfg.Spin) {
+	if s.cfg.Mode == PollBusy || now-w.start < ndp.Time(s.spin.Load()) {
 		if !w.spinning {
 			w.spinning = true
 			s.spinners.Add(1)
@@ -126,6 +126,25 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
+// adaptSpin tunes the adaptive spin window from how a sleep on the link
+// went (slept for, out of at most limit). A sleep cut short by traffic
+// well within the window's reach means the peer was only a little slower
+// than the window, and sleeping cost a wakeup (tens of µs on a loaded
+// machine) on every exchange: a bulk transfer whose two ends take turns
+// that way ran at a quarter of its speed. The window doubles, up to
+// MaxSpin. A sleep that lasted (or timed out) well past the window means
+// the stack is idle: the window halves back toward Spin, so an idle stack
+// costs a spin of Spin per wakeup again.
+func (s *Stack) adaptSpin(slept, limit ndp.Time) {
+	cur := s.spin.Load()
+	switch {
+	case slept < ndp.Time(cur) && slept < limit:
+		s.spin.Store(min(2*cur, int64(s.cfg.MaxSpin)))
+	case slept > 8*ndp.Time(cur) || slept >= limit:
+		s.spin.Store(max(cur/2, int64(s.cfg.Spin)))
+	}
+}
+
 // minLinkSleep: deadlines closer than this are spun for, not slept for.
 const minLinkSleep = 200 * time.Microsecond
 
@@ -153,8 +172,10 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 		if d < 0 || d > limit {
 			d = limit
 		}
+		t0 := s.clock()
 		s.link.Wait(d)
 		s.wakeups.Add(1)
+		s.adaptSpin(s.clock()-t0, ndp.Time(d))
 	}
 	s.sleeping.Store(false)
 }
@@ -182,7 +203,6 @@ func (s *Stack) background() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	idleSince := s.clock()
-	spin := ndp.Time(s.cfg.Spin)
 	for {
 		select {
 		case <-s.done:
@@ -205,7 +225,7 @@ func (s *Stack) background() {
 			idleSince = now
 			continue
 		}
-		if now-idleSince < spin {
+		if now-idleSince < ndp.Time(s.spin.Load()) {
 			continue
 		}
 		if s.linkWaiter.CompareAndSwap(false, true) {

@@ -92,6 +92,7 @@ type Stack struct {
 	sleeping   atomic.Bool  // a goroutine is (about to be) in Link.Wait
 	linkWaiter atomic.Bool  // held by the one goroutine allowed to sleep in Link.Wait
 	wakeups    atomic.Uint64
+	spin       atomic.Int64 // current adaptive spin window, in [cfg.Spin, cfg.MaxSpin] (adaptSpin)
 	bgKick     chan struct{}
 	done       chan struct{}
 	bgDone     chan struct{}
@@ -119,6 +120,7 @@ func New(cfg Config) (*Stack, error) {
 		PullBytes:     ecfg.MTU + 14 + 24, // + FCS, preamble, inter-frame gap
 		Gamma:         cfg.Gamma,
 		Policy:        cfg.Policy,
+		MaxBurst:      cfg.PullBurst,
 		ExpectedConns: ecfg.MaxConns,
 		MaxConns:      max(65536, ecfg.MaxConns),
 	})
@@ -144,6 +146,7 @@ func New(cfg Config) (*Stack, error) {
 		bgDone:    make(chan struct{}),
 	}
 	s.cfg.Endpoint = ecfg
+	s.spin.Store(int64(cfg.Spin))
 	s.coalesce = cfg.Mode == PollBusy || cfg.NoBackground
 	if cfg.NoBackground {
 		close(s.bgDone)
@@ -199,7 +202,8 @@ func (s *Stack) Poll() bool {
 func (s *Stack) pollLocked(now ndp.Time) bool { return s.pollDeferLocked(now, false) }
 
 // pollDeferLocked is pollLocked; with deferTx (PollBusy waiters) frames
-// received in this batch do not trigger a transmit yet: the caller checks
+// received in this batch do not trigger a transmit yet (unless the batch
+// released PULLs, which always leave at once): the caller checks
 // its condition first, so when the application answers at once (an RPC
 // server writing its response, a client closing after the response) the
 // ACKs leave in the same transmit batch as its data, one kick instead of
@@ -228,6 +232,7 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			s.pulls.Refund(now, short)
 		}
 	}
+	released := 0
 	for {
 		h, ok := s.pulls.Next(now)
 		if !ok {
@@ -235,6 +240,7 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		}
 		s.ep.PullReleased(h, now)
 		s.stats.PullsReleased++
+		released++
 		work = true
 	}
 	if t, ok := s.ep.NextTimer(); ok && t <= now {
@@ -250,7 +256,11 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			s.link.Wake()
 		}
 	}
-	if deferTx && n > 0 {
+	if deferTx && n > 0 && released == 0 {
+		// ACKs may wait for the caller's next call; PULLs are the
+		// senders' clock and leave now (a bulk reader that processes
+		// what it read before reading again would otherwise hold every
+		// sender's next packet back for that long).
 		s.txDeferred = true
 		return work
 	}
@@ -373,6 +383,13 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 		switch ev.Kind {
 		case ndp.EventPulls:
 			s.pulls.Add(ev.Handle, ev.Count)
+			if s.cfg.Policy == pullpacer.PolicyDeadline {
+				// D3 allocates by remaining size: tell the queue what arrived
+				// (an arrival is what asks for pulls).
+				if n, ok := s.ep.Received(ev.Handle); ok {
+					s.pulls.Progress(ev.Handle, int64(n))
+				}
+			}
 			continue
 		case ndp.EventDropPulls:
 			s.pulls.Drop(ev.Handle)

@@ -89,6 +89,12 @@ func (h *Host) process() {
 			}
 		case ndp.EventPulls:
 			h.Pulls.Add(ev.Handle, ev.Count)
+			if h.Pulls.Config().Policy == pullpacer.PolicyDeadline {
+				// D3 allocates by remaining size: tell the queue what arrived.
+				if n, ok := h.EP.Received(ev.Handle); ok {
+					h.Pulls.Progress(ev.Handle, int64(n))
+				}
+			}
 		case ndp.EventDropPulls:
 			h.Pulls.Drop(ev.Handle)
 		case ndp.EventReadable:

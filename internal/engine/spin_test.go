@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// The adaptive spin window doubles while sleeps are cut short by traffic
+// within its reach, up to MaxSpin, and halves back to Spin once sleeps run
+// long (or time out).
+func TestAdaptiveSpinWindow(t *testing.T) {
+	a, _, _, _ := memPair(t, PollAdaptive, func(c *Config) {
+		c.Spin = 50 * time.Microsecond
+		c.MaxSpin = time.Millisecond
+	})
+	us := ndp.Time(time.Microsecond)
+	limit := 100 * ndp.Time(time.Millisecond)
+	want := func(step string, d time.Duration) {
+		t.Helper()
+		if got := time.Duration(a.spin.Load()); got != d {
+			t.Fatalf("%s: spin window %v, want %v", step, got, d)
+		}
+	}
+	want("start", 50*time.Microsecond)
+	a.adaptSpin(20*us, limit)
+	want("short sleep", 100*time.Microsecond)
+	a.adaptSpin(300*us, limit) // longer than the window, not idle: keep
+	want("middling sleep", 100*time.Microsecond)
+	for i := 0; i < 10; i++ {
+		a.adaptSpin(10*us, limit)
+	}
+	want("many short sleeps", time.Millisecond)
+	a.adaptSpin(9*ndp.Time(time.Millisecond), limit)
+	want("long sleep", 500*time.Microsecond)
+	a.adaptSpin(limit, limit)
+	want("timed out", 250*time.Microsecond)
+	for i := 0; i < 10; i++ {
+		a.adaptSpin(limit, limit)
+	}
+	want("idle", 50*time.Microsecond)
+}
+
+// PULLs released by a busy waiter's poll leave at once, even when its
+// ACKs wait for the caller's next call: a reader that processes what it
+// read before reading again must not hold its senders back meanwhile.
+func TestBusyReaderSendsPullsAtOnce(t *testing.T) {
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l Link, ip [4]byte, seed uint64, mode PollMode, noBG bool) *Stack {
+		s, err := New(Config{
+			Link: l, Endpoint: ndp.Config{LocalIP: ip, Seed: seed},
+			Resolver: StaticResolver{ipA: macA, ipB: macB}, Mode: mode, NoBackground: noBG,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	snd := mk(la, ipA, 1, PollAdaptive, false)
+	rcv := mk(lb, ipB, 2, PollBusy, true) // nobody polls it between the reader's calls
+	l, err := rcv.Listen(9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := snd.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(make([]byte, 200<<10), false, nil); err != nil { // more than the first window
+		t.Fatal(err)
+	}
+	rc, err := l.Accept(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Read(make([]byte, 4096), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The reader now "processes" for a while without calling the stack.
+	deadline := time.Now().Add(2 * time.Second)
+	for snd.Stats().Endpoint.PullsIn == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no PULL reached the sender while the reader was away: the pulls released with the data were held back")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
