@@ -323,6 +323,10 @@ func TestE2EEchoThroughNdpd(t *testing.T) {
 	if err := json.Unmarshal(out, &printed); err != nil || printed.Pool.AppsAttached != 1 || printed.PoolAudit != "" {
 		t.Fatalf("ndpd status output: %v\n%s", err, out)
 	}
+	// ... with the engine's counters: the RPCs' frames and connections.
+	if eng := printed.Engine; eng == nil || eng.RxFrames == 0 || eng.Endpoint.ConnsOpened < 207 || eng.Link.TxKicks == 0 {
+		t.Fatalf("ndpd status engine counters: %+v", printed.Engine)
+	}
 	// SIGUSR1 logs a status snapshot with the engine's counters.
 	e.b.cmd.Process.Signal(syscall.SIGUSR1)
 	deadline := time.Now().Add(10 * time.Second)

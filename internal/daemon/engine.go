@@ -360,3 +360,6 @@ func (t *EngineTransport) WaitFD() int { return t.waitFD }
 
 // Stack returns the bound Stack (for stats).
 func (t *EngineTransport) Stack() *engine.Stack { return t.st }
+
+// EngineStats is the engine stack's counters (ndpd status reports them).
+func (t *EngineTransport) EngineStats() engine.Stats { return t.st.Stats() }

@@ -3,6 +3,8 @@ package daemon
 import (
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/engine"
+
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -28,7 +30,14 @@ type Snapshot struct {
 	Core      CoreStats   `json:"core"`
 	Apps      []AppStatus `json:"apps"`
 	Listening []uint16    `json:"listening"`
+	// Engine is the network stack's counters (protocol, pull queue, AF_XDP
+	// socket) when the transport is an engine stack: retransmissions,
+	// frames refused as malformed or hostile, kernel drops.
+	Engine *engine.Stats `json:"engine,omitempty"`
 }
+
+// engineStatser is implemented by transports backed by an engine.Stack.
+type engineStatser interface{ EngineStats() engine.Stats }
 
 // PoolRejects mirrors ring.PoolCounters as plain numbers.
 type PoolRejects struct {
@@ -64,6 +73,10 @@ func (c *Core) status(now time.Time) Snapshot {
 	}
 	if err := c.pool.Audit(); err != nil {
 		snap.PoolAudit = err.Error()
+	}
+	if es, ok := c.tr.(engineStatser); ok {
+		st := es.EngineStats()
+		snap.Engine = &st
 	}
 	for port := range c.listeners {
 		snap.Listening = append(snap.Listening, port)
