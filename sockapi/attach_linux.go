@@ -24,12 +24,13 @@ func Attach(socketPath string) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sockapi: attach: %w", err)
 	}
-	return newStack(&attached{c: c, epoch: time.Now()}), nil
+	return newStack(&attached{c: c, path: socketPath, epoch: time.Now()}), nil
 }
 
 // attached is the backend of an attached Stack: a daemon.Client.
 type attached struct {
 	c     *daemon.Client
+	path  string    // control socket, for status queries
 	epoch time.Time // origin of now()
 }
 
@@ -75,8 +76,17 @@ func (a *attached) listen(port uint16, _ int) (backendListener, error) {
 
 func (a *attached) localAddr() netip.Addr { return a.c.LocalAddr() }
 func (a *attached) now() int64            { return int64(time.Since(a.epoch)) }
-func (a *attached) stats() (Stats, error) { return Stats{}, ErrStatsUnavailable }
-func (a *attached) close() error          { return attachedErr(a.c.Close()) }
+func (a *attached) stats() (Stats, error) {
+	snap, err := daemon.QueryStatus(a.path)
+	if err != nil {
+		return Stats{}, fmt.Errorf("sockapi: ndpd status: %w", attachedErr(err))
+	}
+	if snap.Engine == nil {
+		return Stats{}, ErrStatsUnavailable
+	}
+	return statsFromEngine(*snap.Engine), nil
+}
+func (a *attached) close() error { return attachedErr(a.c.Close()) }
 
 type attachedConn struct{ s *daemon.ClientSock }
 

@@ -148,10 +148,30 @@ func TestAttachedStackMessagesAndConns(t *testing.T) {
 	}
 }
 
+// An attached stack reports its daemon's stack counters: an RPC shows.
 func TestAttachedStats(t *testing.T) {
-	cli, _, _ := attachedPair(t)
-	if _, err := cli.Stats(); !errors.Is(err, ErrStatsUnavailable) {
-		t.Fatalf("Stats on an attached stack: %v, want ErrStatsUnavailable", err)
+	cli, srv, _ := attachedPair(t)
+	l, err := srv.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		if m, err := l.RecvMessage(0); err == nil {
+			m.Reply(m.Data)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Call(ctx, "10.7.0.2:7", []byte("count me")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cli.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Endpoint.ConnsOpened != 1 || st.Endpoint.BytesOut < 8 || st.Endpoint.BytesIn < 8 || st.Polls == 0 {
+		t.Fatalf("attached stack counters after one RPC: %+v", st)
 	}
 }
 

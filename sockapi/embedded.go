@@ -64,18 +64,4 @@ func (l embeddedListener) accept(cancel <-chan struct{}) (backendConn, error) {
 func (l embeddedListener) close() error { return l.l.Close() }
 func (l embeddedListener) port() uint16 { return l.l.Port() }
 
-func (e *embedded) stats() (Stats, error) {
-	st := e.s.Stats()
-	l := st.Link
-	return Stats{
-		Endpoint:  st.Endpoint,
-		PullQueue: st.PullQueue,
-		Link: LinkStats{
-			RxFrames: l.RxFrames, RxBatches: l.RxBatches, TxFrames: l.TxFrames, TxBatches: l.TxBatches,
-			TxKicks: l.TxKicks, TxRingFull: l.TxRingFull, RxDropped: l.RxDropped, RxFillEmpty: l.RxFillEmpty,
-			InvalidDescriptors: l.InvalidDescriptors,
-		},
-		Polls: st.Polls, Wakeups: st.Wakeups, RxRejected: st.RxRejected,
-		AcceptDropped: st.AcceptDropped, Quenched: st.Quenched, TxErrors: st.TxErrors,
-	}, nil
-}
+func (e *embedded) stats() (Stats, error) { return statsFromEngine(e.s.Stats()), nil }

@@ -37,7 +37,7 @@ var (
 	ErrInvalidConfig = errors.New("sockapi: invalid config")
 	// ErrMessageTooLarge: CallInto's response buffer is too small.
 	ErrMessageTooLarge = errors.New("sockapi: message larger than the buffer")
-	// ErrStatsUnavailable: Stack.Stats on a stack attached to ndpd (the
-	// daemon's counters are in `ndpd status`).
-	ErrStatsUnavailable = errors.New("sockapi: counters not available through ndpd (see ndpd status)")
+	// ErrStatsUnavailable: Stack.Stats on a stack attached to an ndpd
+	// whose transport keeps no counters.
+	ErrStatsUnavailable = errors.New("sockapi: the daemon reports no stack counters")
 )

@@ -1,6 +1,7 @@
 package sockapi
 
 import (
+	"github.com/ndpstack/ndpstack/internal/engine"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 )
@@ -39,7 +40,23 @@ type LinkStats struct {
 	InvalidDescriptors  uint64 // descriptors refused (a bug if ever non-zero)
 }
 
-// Stats returns the stack's counters. An embedded stack reports its own;
-// a stack attached to ndpd returns ErrStatsUnavailable (the daemon's
-// counters are in `ndpd status`).
+// Stats returns the stack's counters. An embedded stack reports its own. A
+// stack attached to ndpd reports the daemon's stack, which every
+// application attached to that ndpd shares (the same numbers as `ndpd
+// status`), or ErrStatsUnavailable if the daemon has none to give.
 func (s *Stack) Stats() (Stats, error) { return s.b.stats() }
+
+func statsFromEngine(st engine.Stats) Stats {
+	l := st.Link
+	return Stats{
+		Endpoint:  st.Endpoint,
+		PullQueue: st.PullQueue,
+		Link: LinkStats{
+			RxFrames: l.RxFrames, RxBatches: l.RxBatches, TxFrames: l.TxFrames, TxBatches: l.TxBatches,
+			TxKicks: l.TxKicks, TxRingFull: l.TxRingFull, RxDropped: l.RxDropped, RxFillEmpty: l.RxFillEmpty,
+			InvalidDescriptors: l.InvalidDescriptors,
+		},
+		Polls: st.Polls, Wakeups: st.Wakeups, RxRejected: st.RxRejected,
+		AcceptDropped: st.AcceptDropped, Quenched: st.Quenched, TxErrors: st.TxErrors,
+	}
+}
