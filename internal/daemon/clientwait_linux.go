@@ -61,6 +61,7 @@ func (c *Client) tryPoll() (polled, work bool) {
 // (ErrDaemonGone / ErrClientClosed), cancel closes (ErrCanceled), deadline
 // passes (os.ErrDeadlineExceeded). ch may be nil.
 func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan struct{}, deadline time.Time, cancel <-chan struct{}) error {
+	defer c.passToken()
 	var spinStart time.Time
 	for {
 		select {
@@ -111,6 +112,17 @@ func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan s
 			return err
 		}
 		spinStart = time.Time{}
+	}
+}
+
+// passToken runs when a waiter leaves waitFor. A parked waiter woken by
+// tokFree holds the sleeper role even if it then finds its condition met
+// and returns; if others are still parked and nobody sleeps, the role must
+// be handed on, or they wait with nobody polling the rings for them.
+// (An extra token only costs a parked waiter a spurious wakeup.)
+func (c *Client) passToken() {
+	if c.parked.Load() > 0 && !c.sleeping.Load() {
+		signalChan(c.tokFree)
 	}
 }
 
