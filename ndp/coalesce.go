@@ -77,3 +77,50 @@ func (e *Endpoint) handleAck(c *conn, h *Header, now Time) {
 		e.sndPull(c, h, now)
 	}
 }
+
+// carryAck sends cf, a queued plain ACK (no bitmap, no PULL), inside a DATA
+// frame of the same connection when that connection may send right now
+// (pull credit, or push credit and allowPush): an RPC server's answer then
+// acknowledges the request in its own frame instead of a frame of its
+// own ahead of it. It returns 0 when cf must go out as it is.
+func (e *Endpoint) carryAck(b []byte, cf *ctlFrame, now Time, allowPush bool) (int, bool) {
+	if !e.cfg.CoalesceControl || cf.typ != TypeAck || cf.flags&(FlagAckMore|FlagPull) != 0 || cf.owner == 0 {
+		return 0, false
+	}
+	c := e.conns[cf.owner-1]
+	if c == nil || c.gen != cf.ownGen || c.closed || len(b) < HeaderOverhead+1 {
+		return 0, false
+	}
+	pulled := c.snd.canPull()
+	if !pulled && !(allowPush && c.snd.canPush()) {
+		return 0, false
+	}
+	n := e.sendData(c, b, now, pulled, cf)
+	if n == 0 {
+		return 0, false
+	}
+	e.rearm(c)
+	return n, !pulled
+}
+
+// carriedAck handles the ACK a DATA frame carries (FlagAck): the peer's
+// acknowledgement of our packet h.PullCounter, attributed to the path we
+// sent it on. It reports false if that closed c.
+func (e *Endpoint) carriedAck(c *conn, h *Header, now Time) bool {
+	e.stats.AcksIn++
+	ack := *h
+	ack.Type, ack.Flags, ack.Seq, ack.PathID = TypeAck, h.Flags&FlagPriority, h.PullCounter, unknownPath
+	if c.snd.inWindow(ack.Seq) {
+		if d := c.snd.desc(ack.Seq); d.karn == karnOne {
+			ack.PathID = d.path // one copy: it is the one acknowledged
+		}
+	}
+	e.sndAck(c, &ack, now)
+	return !c.closed
+}
+
+// unknownPath stands for "which copy is acknowledged is not known" in an
+// ACK's path field: a carried ACK has no echo of its own (the DATA's path
+// field is the DATA's), so it credits no path and gives no RTT sample for a
+// packet sent more than once (Karn).
+const unknownPath = 0xFFFF

@@ -249,3 +249,108 @@ func TestCoalescedTransfersComplete(t *testing.T) {
 		t.Fatalf("coalescing sent %d frames, not fewer than %d", merged, plain)
 	}
 }
+
+// An RPC server's answer carries the ACK of the request (FlagAck): one
+// frame instead of an ACK and the DATA, and the client's request is
+// acknowledged by it (no retransmission after the RTO).
+func TestAnswerCarriesAck(t *testing.T) {
+	for _, co := range []bool{false, true} {
+		mod := func(c *Config) { c.CoalesceControl = co }
+		a, b := mkEP(t, ipA, mod), mkEP(t, ipB, mod)
+		if err := b.Listen(80); err != nil {
+			t.Fatal(err)
+		}
+		h, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Write(h, []byte("request"), 0)
+		a.CloseWrite(h, 0)
+		req := poll(t, a, 0, true)
+		deliver(t, b, 5*us, req...)
+		ev, ok := findEvent(events(b), EventAccepted)
+		if !ok {
+			t.Fatal("not accepted")
+		}
+		buf := make([]byte, 64)
+		if n, _ := b.Read(ev.Handle, buf); string(buf[:n]) != "request" {
+			t.Fatalf("server read %q", buf[:n])
+		}
+		b.Write(ev.Handle, []byte("answer"), 6*us)
+		b.CloseWrite(ev.Handle, 6*us)
+		out := poll(t, b, 6*us, true)
+		want := 2
+		if co {
+			want = 1
+		}
+		if len(out) != want {
+			t.Fatalf("coalesce=%v: the answer took %d frames, want %d", co, len(out), want)
+		}
+		data := ofType(out, TypeData)
+		if len(data) != 1 {
+			t.Fatalf("coalesce=%v: %d DATA frames", co, len(data))
+		}
+		if carried := data[0].f.Header.Flags&FlagAck != 0; carried != co {
+			t.Fatalf("coalesce=%v: DATA carries an ACK: %v", co, carried)
+		}
+		if co && data[0].f.Header.PullCounter != req[0].f.Header.Seq {
+			t.Fatalf("carried ACK of %d, want the request's %d", data[0].f.Header.PullCounter, req[0].f.Header.Seq)
+		}
+		deliver(t, a, 10*us, out...)
+		if n, _ := a.Read(h, buf); string(buf[:n]) != "answer" {
+			t.Fatalf("client read %q", buf[:n])
+		}
+		// Past any RTO: the request was acknowledged, nothing is resent.
+		a.HandleTimers(50 * ms)
+		if rs := ofType(poll(t, a, 50*ms, true), TypeData); len(rs) != 0 || a.Stats().Retransmits != 0 {
+			t.Fatalf("coalesce=%v: the client resent its request (%d frames, %d retransmits): the carried ACK was lost", co, len(rs), a.Stats().Retransmits)
+		}
+	}
+}
+
+// A carried ACK whose DATA a switch returned to sender is sent again on
+// its own.
+func TestBouncedCarriedAckRequeued(t *testing.T) {
+	a, b := mkEP(t, ipA, coalescing), mkEP(t, ipB, coalescing)
+	b.Listen(80)
+	h, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	a.Write(h, []byte("request"), 0)
+	a.CloseWrite(h, 0)
+	req := poll(t, a, 0, true)
+	deliver(t, b, 5*us, req...)
+	ev, _ := findEvent(events(b), EventAccepted)
+	b.Write(ev.Handle, []byte("answer"), 6*us)
+	out := poll(t, b, 6*us, true)
+	if len(out) != 1 || out[0].f.Header.Flags&FlagAck == 0 {
+		t.Fatalf("answer: %+v", out)
+	}
+	bounced := append([]byte(nil), out[0].b...)
+	n, err := TrimFrame(bounced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounced = bounced[:n]
+	if err := BounceFrame(bounced); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.HandleFrame(bounced, 7*us); err != nil {
+		t.Fatal(err)
+	}
+	var acks []rec
+	for _, r := range poll(t, b, 7*us, true) {
+		if r.f.Header.Type == TypeAck || r.f.Header.Flags&FlagAck != 0 {
+			acks = append(acks, r)
+		}
+	}
+	if len(acks) != 1 {
+		t.Fatalf("after the bounce: %d frames acknowledge the request, want 1", len(acks))
+	}
+	got := acks[0].f.Header
+	seq := got.Seq
+	if got.Type == TypeData {
+		seq = got.PullCounter
+	}
+	if seq != req[0].f.Header.Seq {
+		t.Fatalf("re-sent ACK of %d, want %d", seq, req[0].f.Header.Seq)
+	}
+}

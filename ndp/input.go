@@ -32,6 +32,9 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 	c := e.conns[idx]
 	switch h.Type {
 	case TypeData:
+		if h.Flags&FlagAck != 0 && !e.carriedAck(c, h, now) {
+			return nil
+		}
 		e.rcvData(c, f, now)
 	case TypeAck:
 		e.stats.AcksIn++
@@ -284,6 +287,10 @@ func (e *Endpoint) handleBounced(f *Frame, now Time) error {
 	}
 	c := e.conns[idx]
 	s := &c.snd
+	if h.Flags&FlagAck != 0 && !c.closed {
+		// The ACK this frame carried did not reach the peer: send it again.
+		e.queueCtl(c, TypeAck, h.PullCounter, 0, unknownPath, 0)
+	}
 	if !s.inWindow(h.Seq) {
 		return nil
 	}

@@ -10,7 +10,7 @@ func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
 		typ: t, code: code, prio: c.prio,
 		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
-		seq: seq, pull: pull, pathID: path,
+		seq: seq, pull: pull, pathID: path, owner: c.idx + 1, ownGen: c.gen,
 	}
 	if c.prio > 0 {
 		cf.flags = FlagPriority
@@ -117,6 +117,9 @@ func (e *Endpoint) PollFrame(b []byte, now Time, allowPush bool) (n int, pushed 
 		return 0, false
 	}
 	if cf, ok := e.ctl.pop(); ok {
+		if n, pushed := e.carryAck(b, cf, now, allowPush); n > 0 {
+			return n, pushed
+		}
 		return e.buildCtl(b, cf), false
 	}
 	if n := e.pollQueue(b, now, &e.pullQ, true); n > 0 {
@@ -165,7 +168,7 @@ func (e *Endpoint) pollQueue(b []byte, now Time, q *connRing, pulled bool) int {
 			}
 			continue
 		}
-		n := e.sendData(c, b, now, pulled)
+		n := e.sendData(c, b, now, pulled, nil)
 		if n == 0 {
 			return 0 // buffer too small: leave the queue as is
 		}
@@ -183,7 +186,9 @@ func (e *Endpoint) pollQueue(b []byte, now Time, q *connRing, pulled bool) int {
 
 // sendData builds one DATA frame for c into b: a retransmission first if
 // one is queued (and the credit allows), else new data.
-func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
+// With ack, the frame also carries that queued ACK of the peer's packet
+// (FlagAck, the acknowledged seq in PullCounter; see carryAck).
+func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFrame) int {
 	s := &c.snd
 	room := len(b) - HeaderOverhead
 	var seq uint32
@@ -260,6 +265,12 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool) int {
 		Type: TypeData, Flags: flags, SrcPort: c.key.localPort, DstPort: c.key.remotePort,
 		ConnID: c.key.connID, Seq: seq, PayloadLen: d.n, PathID: path, Priority: c.prio,
 		Offset: d.off,
+	}
+	if ack != nil {
+		hd.Flags |= FlagAck
+		hd.PullCounter = ack.seq
+		e.stats.AcksOut++
+		e.stats.ControlMerged++
 	}
 	if flags&FlagSYN != 0 {
 		hd.SynOffset = uint16(seq - s.isn)

@@ -21,6 +21,8 @@ type ctlFrame struct {
 	seq     uint32
 	pull    uint32
 	pathID  uint16
+	owner   int32 // index+1 of the connection that queued it (0: stateless)
+	ownGen  uint32
 	// header-only DATA probe
 	synOff uint16
 	plen   uint16

@@ -96,18 +96,19 @@ type Flags uint16
 
 // Header flags.
 const (
-	FlagSYN      Flags = 1 << 0 // first-RTT packet: SynOffset is valid, may open the connection
-	FlagLast     Flags = 1 << 1 // sender's last packet of currently available data
-	FlagFIN      Flags = 1 << 2 // payload ends the sender's byte stream
-	FlagTrimmed  Flags = 1 << 3 // payload cut by a switch; PayloadLen is the original length
-	FlagBounced  Flags = 1 << 4 // returned to sender by a switch (addresses swapped)
-	FlagPriority Flags = 1 << 5 // strict-priority traffic
-	FlagPaced    Flags = 1 << 6 // sender asked for edge pacing (informational)
-	FlagPulled   Flags = 1 << 7 // DATA sent in answer to a PULL (lets the receiver's pacer refund short packets)
-	FlagAckMore  Flags = 1 << 8 // ACK: Offset is a bitmap, bit i acknowledging Seq+1+i too (Config.CoalesceControl)
-	FlagPull     Flags = 1 << 9 // ACK: also a PULL, PullCounter is valid (Config.CoalesceControl)
+	FlagSYN      Flags = 1 << 0  // first-RTT packet: SynOffset is valid, may open the connection
+	FlagLast     Flags = 1 << 1  // sender's last packet of currently available data
+	FlagFIN      Flags = 1 << 2  // payload ends the sender's byte stream
+	FlagTrimmed  Flags = 1 << 3  // payload cut by a switch; PayloadLen is the original length
+	FlagBounced  Flags = 1 << 4  // returned to sender by a switch (addresses swapped)
+	FlagPriority Flags = 1 << 5  // strict-priority traffic
+	FlagPaced    Flags = 1 << 6  // sender asked for edge pacing (informational)
+	FlagPulled   Flags = 1 << 7  // DATA sent in answer to a PULL (lets the receiver's pacer refund short packets)
+	FlagAckMore  Flags = 1 << 8  // ACK: Offset is a bitmap, bit i acknowledging Seq+1+i too (Config.CoalesceControl)
+	FlagPull     Flags = 1 << 9  // ACK: also a PULL, PullCounter is valid (Config.CoalesceControl)
+	FlagAck      Flags = 1 << 10 // DATA: also acknowledges the peer's packet PullCounter (Config.CoalesceControl)
 
-	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled | FlagAckMore | FlagPull
+	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled | FlagAckMore | FlagPull | FlagAck
 )
 
 // ResetCode says why a RESET was sent.
