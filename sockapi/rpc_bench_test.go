@@ -1,0 +1,61 @@
+package sockapi
+
+import (
+	"context"
+	"io"
+	"testing"
+)
+
+// BenchmarkPipeRPC is the CPU cost of one RPC through the public API (1 KB
+// request and response, a new connection per RPC), both stacks over an
+// in-memory pipe driven by one goroutine, every call finding its data
+// already there: compare with internal/engine's BenchmarkMemRPC for what
+// this layer adds.
+func BenchmarkPipeRPC(b *testing.B) {
+	cli, srv, err := OpenPipe(Config{PollMode: PollBusy, NoBackgroundPoller: true}, addrA, addrB)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cli.Close()
+	defer srv.Close()
+	l, err := srv.Listen(7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	addr := Addr{IP: addrB, Port: 7}
+	req, resp, buf := make([]byte, 1024), make([]byte, 1024), make([]byte, 1024)
+	ctx := context.Background()
+	rpc := func() {
+		c, err := cli.DialAddr(ctx, addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.WriteAndClose(req); err != nil {
+			b.Fatal(err)
+		}
+		sc, err := l.AcceptNDP()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(sc, buf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := sc.WriteAndClose(buf); err != nil {
+			b.Fatal(err)
+		}
+		sc.Close()
+		if n, err := readMessage(c, resp); err != nil || n != len(resp) {
+			b.Fatalf("response: %d bytes, %v", n, err)
+		}
+		c.Close()
+	}
+	for i := 0; i < 100; i++ {
+		rpc()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rpc()
+	}
+}
