@@ -28,6 +28,7 @@ var errDone = errors.New("engine: done")
 
 type waitState struct {
 	start     ndp.Time
+	yields    ndp.Time // yields made in this spin (await)
 	spinning  bool
 	wantBlock bool // await wants to block: the caller makes its channels (Conn.waitChansLocked)
 }
@@ -58,10 +59,13 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		s.appPollAt.Store(int64(now))
 		// Let other goroutines run between polls when this one is not the
 		// stack's only spinner: with more spinners than cores the Go
-		// scheduler otherwise preempts only every 10ms. A lone spinner does
-		// not yield: for a goroutine locked to its thread (ndpperf) a yield
-		// is a thread handoff, and adaptive spins are bounded anyway.
-		if s.cfg.Mode == PollAdaptive || s.spinners.Load() > 1 {
+		// scheduler otherwise preempts only every 10ms. A lone adaptive
+		// spinner yields every yieldEvery of spinning (its window may grow
+		// to MaxSpin), not on every poll: for a goroutine locked to its
+		// thread a yield is a thread handoff costing tens of µs, which on
+		// every poll made each adaptive RPC wait as long as kernel TCP's.
+		if s.spinners.Load() > 1 || (s.cfg.Mode == PollAdaptive && now-w.start >= (w.yields+1)*yieldEvery) {
+			w.yields++
 			runtime.Gosched()
 		}
 		return nil
@@ -82,7 +86,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		}
 		s.sleepOnLink(linkSleepCap)
 		s.linkWaiter.Store(false)
-		w.start = s.clock()
+		w.start, w.yields = s.clock(), 0
 		return nil // the caller polls and checks again
 	}
 	s.endWait(w)
@@ -111,7 +115,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		err = os.ErrDeadlineExceeded
 	}
 	s.blocked.Add(-1)
-	w.start = s.clock() // spin again for a while after a wakeup
+	w.start, w.yields = s.clock(), 0 // spin again for a while after a wakeup
 	return err
 }
 
@@ -144,6 +148,9 @@ func (s *Stack) adaptSpin(slept, limit ndp.Time) {
 		s.spin.Store(max(cur/2, int64(s.cfg.Spin)))
 	}
 }
+
+// yieldEvery is how often a lone adaptive spinner lets other goroutines run.
+const yieldEvery = ndp.Time(20 * time.Microsecond)
 
 // minLinkSleep: deadlines closer than this are spun for, not slept for.
 const minLinkSleep = 200 * time.Microsecond

@@ -88,3 +88,29 @@ func TestBusyReaderSendsPullsAtOnce(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A lone adaptive spinner yields the processor once per yieldEvery of
+// spinning, not on every poll (for a goroutine locked to its thread each
+// yield is a thread handoff).
+func TestAdaptiveSpinnerYieldsSparingly(t *testing.T) {
+	var now ndp.Time = 1
+	la, _ := NewMemPipe(MemConfig{}, macA, macB)
+	s, err := New(Config{
+		Link: la, Endpoint: ndp.Config{LocalIP: ipA, Seed: 1}, Mode: PollAdaptive,
+		Spin: time.Millisecond, NoBackground: true, Clock: func() ndp.Time { return now },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var w waitState
+	for i := 0; i < 1000; i++ { // 1000 polls 100 ns apart: 100 µs of spinning
+		if err := s.await(&w, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		now += ndp.Time(100 * time.Nanosecond)
+	}
+	if w.yields < 4 || w.yields > 5 {
+		t.Fatalf("%d yields in 100 µs of spinning, want one per %v", w.yields, time.Duration(yieldEvery))
+	}
+}
