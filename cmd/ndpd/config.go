@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ndpstack/ndpstack/internal/units"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"runtime"
@@ -119,28 +119,13 @@ func (d *Duration) Set(s string) error {
 // "100M", "1.5G" or a plain number of bits/s.
 type Rate int64
 
-// ParseRate parses a rate. It never panics; errors name the input.
+// ParseRate parses a rate (internal/units grammar) in [1M, 10T] bit/s.
+// It never panics; errors name the input.
 func ParseRate(s string) (Rate, error) {
-	t := strings.TrimSpace(s)
-	t = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(t, "bit/s"), "bps"), "bit")
-	mult := 1.0
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'k', 'K':
-			mult, t = 1e3, t[:n-1]
-		case 'm', 'M':
-			mult, t = 1e6, t[:n-1]
-		case 'g', 'G':
-			mult, t = 1e9, t[:n-1]
-		case 't', 'T':
-			mult, t = 1e12, t[:n-1]
-		}
+	bps, err := units.ParseRate(s)
+	if err != nil {
+		return 0, fmt.Errorf("link rate: %w", err)
 	}
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fmt.Errorf("link rate %q: want a number with an optional k/M/G/T suffix (bits per second)", s)
-	}
-	bps := v * mult
 	if bps < 1e6 || bps > 1e13 {
 		return 0, fmt.Errorf("link rate %q: %g bit/s outside [1M, 10T]", s, bps)
 	}

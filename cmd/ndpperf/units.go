@@ -2,9 +2,9 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"strconv"
-	"strings"
+
+	"github.com/ndpstack/ndpstack/internal/units"
 )
 
 // Flag values with units, spelled as ndpsim spells them: sizes "64KiB",
@@ -25,27 +25,8 @@ func (b *byteSize) Set(s string) error {
 	return nil
 }
 
-// parseByteSize parses "135KB", "1MiB", "9000" as bytes (at least 1).
-func parseByteSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-		{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := 1.0
-	for _, x := range units {
-		if strings.HasSuffix(u, x.suffix) {
-			mult, u = x.mult, strings.TrimSuffix(u, x.suffix)
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(u, 64)
-	if err != nil || v*mult < 1 || v*mult > math.MaxInt64/2 || math.IsNaN(v) {
-		return 0, fmt.Errorf("bad size %q (want bytes, e.g. 65536, 64KiB or 100MB)", s)
-	}
-	return int64(v * mult), nil
-}
+// parseByteSize parses "135KB", "1MiB", "9000" as bytes (internal/units).
+var parseByteSize = units.ParseSize
 
 // bitRate is a flag.Value holding a rate in bits per second.
 type bitRate int64
@@ -61,31 +42,17 @@ func (r *bitRate) Set(s string) error {
 	return nil
 }
 
-// parseBitRate parses "10G", "500M", "25e9" as bits per second (at least 1 Mb/s).
+// parseBitRate parses "10G", "500M", "25e9" as bits per second (internal/units), at least 1 Mb/s and at most 1 Tb/s.
 func parseBitRate(s string) (int64, error) {
-	mult := 1.0
-	u := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(strings.TrimSpace(s), "bps"), "b"))
-	switch {
-	case strings.HasSuffix(u, "K"):
-		mult, u = 1e3, u[:len(u)-1]
-	case strings.HasSuffix(u, "M"):
-		mult, u = 1e6, u[:len(u)-1]
-	case strings.HasSuffix(u, "G"):
-		mult, u = 1e9, u[:len(u)-1]
+	v, err := units.ParseRate(s)
+	if err != nil {
+		return 0, err
 	}
-	v, err := strconv.ParseFloat(u, 64)
-	if err != nil || math.IsNaN(v) || v*mult < 1e6 || v*mult > 1e12 {
+	if v < 1e6 || v > 1e12 {
 		return 0, fmt.Errorf("bad rate %q (want bits per second between 1M and 1T, e.g. 1G or 500M)", s)
 	}
-	return int64(v * mult), nil
+	return int64(v), nil
 }
 
-func formatRate(bps float64) string {
-	switch {
-	case bps >= 1e9:
-		return strconv.FormatFloat(bps/1e9, 'g', 4, 64) + "G"
-	case bps >= 1e6:
-		return strconv.FormatFloat(bps/1e6, 'g', 4, 64) + "M"
-	}
-	return strconv.FormatFloat(bps, 'g', 4, 64)
-}
+// formatRate prints bits per second the way parseBitRate reads them.
+var formatRate = units.FormatRate

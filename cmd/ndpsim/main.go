@@ -19,10 +19,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ndpstack/ndpstack/internal/units"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -218,44 +217,8 @@ func reportWith(v any, r sim.Result, asJSON bool, extra func(tw io.Writer)) erro
 	return nil
 }
 
-// parseRate parses "10G", "100M", "25e9" as bits per second.
-func parseRate(s string) (float64, error) {
-	mult := 1.0
-	u := strings.ToUpper(strings.TrimSuffix(strings.TrimSuffix(s, "bps"), "b"))
-	switch {
-	case strings.HasSuffix(u, "K"):
-		mult, u = 1e3, u[:len(u)-1]
-	case strings.HasSuffix(u, "M"):
-		mult, u = 1e6, u[:len(u)-1]
-	case strings.HasSuffix(u, "G"):
-		mult, u = 1e9, u[:len(u)-1]
-	case strings.HasSuffix(u, "T"):
-		mult, u = 1e12, u[:len(u)-1]
-	}
-	v, err := strconv.ParseFloat(u, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("bad link rate %q (want e.g. 10G)", s)
-	}
-	return v * mult, nil
-}
-
-// parseSize parses "135KB", "1MB", "4KiB", "9000" as bytes.
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"B", 1}}
-	u := strings.ToUpper(strings.TrimSpace(s))
-	mult := 1.0
-	for _, x := range units {
-		if strings.HasSuffix(u, x.suffix) {
-			mult, u = x.mult, strings.TrimSuffix(u, x.suffix)
-			break
-		}
-	}
-	v, err := strconv.ParseFloat(u, 64)
-	if err != nil || v < 1 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 135KB or 1MB)", s)
-	}
-	return int64(v * mult), nil
-}
+// parseRate and parseSize read rates and sizes as every tool does (internal/units).
+var (
+	parseRate = units.ParseRate
+	parseSize = units.ParseSize
+)
