@@ -64,6 +64,15 @@ func checkPriority(t *testing.T, out priorityOutput, o priorityOpts) {
 		}
 	}
 	for _, p := range out.Policies[1:] { // priority, deadline
+		if p.Policy == "deadline" {
+			// D3 promises the deadline, not the first place: a flow that
+			// gets ahead of its deadline needs less and shares the rest, so
+			// with a lax deadline both flows may end together.
+			if f := p.Flows[0]; f.MaxMs > out.DeadlineMs {
+				t.Errorf("deadline: flow 0 (%s) took up to %.1f ms, past its %.1f ms deadline", f.Hint, f.MaxMs, out.DeadlineMs)
+			}
+			continue
+		}
 		for _, f := range p.Flows[1:] {
 			if p.Flows[0].MedianMs >= f.MedianMs {
 				t.Errorf("%s: flow 0 (%s) median %.1f ms, not before flow %d's %.1f ms", p.Policy, p.Flows[0].Hint, p.Flows[0].MedianMs, f.Flow, f.MedianMs)
