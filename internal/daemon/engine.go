@@ -270,9 +270,36 @@ func (t *EngineTransport) Read(id ConnID, p []byte) (int, error) {
 	return n, notNow(err)
 }
 
-func (t *EngineTransport) Release(id ConnID) {
+// cancelDial cancels the pending dial id (Abort or Release of its ID):
+// still waiting for its resolution, or already made with its TEDialed not
+// yet taken by Events (finishResolutions makes every dial of a result at
+// once, Events hands out at most len(dst)): that connection is aborted
+// (nothing was sent on it) and its TEDialed dropped, or it would stay open
+// in the Stack with nobody to release it. False: id is no pending dial.
+func (t *EngineTransport) cancelDial(id ConnID) bool {
+	if id&pendingConnBit == 0 {
+		return false
+	}
 	if _, ok := t.dialing[id]; ok {
 		delete(t.dialing, id) // nothing was sent: cancelling is all there is
+		return true
+	}
+	for i := range t.dialed {
+		if t.dialed[i].Conn != id {
+			continue
+		}
+		if c := t.conns[t.dialed[i].Dialed]; c != nil && t.dialed[i].Err == nil {
+			c.Abort()
+			delete(t.conns, t.dialed[i].Dialed)
+		}
+		t.dialed = append(t.dialed[:i], t.dialed[i+1:]...)
+		return true
+	}
+	return false
+}
+
+func (t *EngineTransport) Release(id ConnID) {
+	if t.cancelDial(id) {
 		return
 	}
 	if c := t.conns[id]; c != nil {
@@ -282,8 +309,7 @@ func (t *EngineTransport) Release(id ConnID) {
 }
 
 func (t *EngineTransport) Abort(id ConnID) {
-	if _, ok := t.dialing[id]; ok {
-		delete(t.dialing, id)
+	if t.cancelDial(id) {
 		return
 	}
 	if c := t.conns[id]; c != nil {

@@ -218,3 +218,60 @@ func TestEngineDialResolvesOffCoreLoop(t *testing.T) {
 		t.Fatalf("core counters %+v", snap.Core)
 	}
 }
+
+// TestEngineDialCancelledAfterResolution: one resolution result makes every
+// dial waiting on its address at once, but Events hands their TEDialed out
+// at most len(dst) at a time; a dial the core cancels (Abort or Release of
+// its pending ID: the app aborted, closed or died) between two Events calls
+// must not leave the connection made for it open in the Stack, nor report
+// it.
+func TestEngineDialCancelledAfterResolution(t *testing.T) {
+	ipA, ipB := [4]byte{10, 9, 2, 1}, [4]byte{10, 9, 2, 2}
+	macA, macB := [6]byte{2, 0, 0, 0, 2, 1}, [6]byte{2, 0, 0, 0, 2, 2}
+	la, _ := engine.NewMemPipe(engine.MemConfig{}, macA, macB)
+	gate := make(chan struct{})
+	gr := &gateResolver{macs: engine.StaticResolver{ipB: macB}, gates: map[[4]byte]chan struct{}{ipB: gate}, waiting: make(chan [4]byte, 1)}
+	tr := NewEngineTransport(EngineTransportConfig{Resolvers: []engine.Resolver{gr}, DialTimeout: time.Minute})
+	st, err := engine.New(engine.Config{
+		Link: la, Endpoint: ndp.Config{LocalIP: ipA, Seed: 1},
+		Resolver: tr.Resolver(), NoBackground: true, OnEvent: tr.OnEvent,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tr.Bind(st, -1)
+	var ids [3]ConnID
+	for i := range ids {
+		id, pending, err := tr.Dial(netip.AddrPortFrom(netip.AddrFrom4(ipB), 7), DialOptions{})
+		if err != nil || !pending {
+			t.Fatalf("dial %d: pending %v, %v", i, pending, err)
+		}
+		ids[i] = id
+	}
+	woke := make(chan struct{}, 1)
+	tr.SetWakeup(func() { signalChan(woke) }) // after the result is published
+	<-gr.waiting
+	close(gate)
+	select {
+	case <-woke:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resolution result")
+	}
+	var one [1]TransportEvent
+	if n := tr.Events(one[:]); n != 1 || one[0].Kind != TEDialed || one[0].Conn != ids[0] || one[0].Err != nil {
+		t.Fatalf("first Events: %d %+v", n, one[0])
+	}
+	tr.Abort(ids[1])
+	tr.Release(ids[2])
+	var rest [8]TransportEvent
+	if n := tr.Events(rest[:]); n != 0 {
+		t.Fatalf("Events after cancelling the other dials: %d events, first %+v", n, rest[0])
+	}
+	if len(tr.conns) != 1 || tr.conns[one[0].Dialed] == nil {
+		t.Fatalf("%d connections open in the adapter, want only the first dial's", len(tr.conns))
+	}
+	if len(tr.dialing) != 0 || len(tr.dialed) != 0 || len(tr.resolving) != 0 {
+		t.Fatalf("pending state left: dialing %d dialed %d resolving %d", len(tr.dialing), len(tr.dialed), len(tr.resolving))
+	}
+}
