@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -123,6 +124,11 @@ type Core struct {
 
 	reqs     chan request
 	doorbell int // eventfd: requests wake a sleeping core
+	// dbMu guards doorbell against ring-after-close: it is rung from other
+	// goroutines (call, the transport's resolution workers) that may still
+	// run after Run closed it, when its number may already be another file's.
+	dbMu     sync.RWMutex
+	dbClosed bool
 	stopped  chan struct{}
 	running  atomic.Bool
 
@@ -165,8 +171,7 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 		buf.Close()
 		return nil, err
 	}
-	tr.SetWakeup(func() { ringDoorbell(db) })
-	return &Core{
+	c := &Core{
 		cfg: cfg, log: cfg.Logger, tr: tr, pool: pool, buf: buf,
 		byApp:     make(map[ring.AppID]*session),
 		listeners: make(map[uint16]*session),
@@ -174,7 +179,18 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 		reqs:      make(chan request, 64),
 		doorbell:  db,
 		stopped:   make(chan struct{}),
-	}, nil
+	}
+	tr.SetWakeup(c.wake)
+	return c, nil
+}
+
+// wake rings the doorbell (any goroutine); a no-op once Run closed it.
+func (c *Core) wake() {
+	c.dbMu.RLock()
+	if !c.dbClosed {
+		ringDoorbell(c.doorbell)
+	}
+	c.dbMu.RUnlock()
 }
 
 // BufferFD is the shared buffer area's memfd (sent in every Attachment).
@@ -221,7 +237,7 @@ func (c *Core) call(r request) (reply, error) {
 	case <-c.stopped:
 		return reply{}, ErrStopped
 	}
-	ringDoorbell(c.doorbell)
+	c.wake()
 	select {
 	case rep := <-r.reply:
 		return rep, rep.err
@@ -558,6 +574,9 @@ func (c *Core) shutdown() {
 	if err := c.pool.Audit(); err != nil {
 		c.log.Error("pool audit at shutdown", zap.Error(err))
 	}
+	c.dbMu.Lock()
+	c.dbClosed = true
 	closeFD(c.doorbell)
+	c.dbMu.Unlock()
 	c.buf.Close()
 }
