@@ -7,7 +7,8 @@ import "math/bits"
 // pacer releases them, PULLs: on a link where every frame has a fixed cost
 // (AF_XDP copy mode: a descriptor, a copy and a share of a sendto) that is
 // two control frames per data packet. While a connection's last ACK or PULL
-// frame is still queued, later ones merge into it:
+// frame is still queued, and no other frame of the connection (a NACK) was
+// queued after it, later ones merge into it:
 //
 //   - a PULL updates its pull counter (counters are cumulative, the sender
 //     sends as many packets as the counter advanced) and, on an ACK frame,

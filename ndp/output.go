@@ -21,6 +21,12 @@ func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 	}
 	if coalesce {
 		c.ctlPending = e.ctl.lastID() + 1
+	} else {
+		// A later ACK or PULL must not merge into a frame ahead of this
+		// one: a PULL overtaking a NACK reaches the sender before the
+		// retransmission it is meant for is queued, and is spent on
+		// nothing (the packet then waits for a stall probe).
+		c.ctlPending = 0
 	}
 }
 
