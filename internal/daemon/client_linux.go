@@ -49,6 +49,7 @@ type Client struct {
 	mu          sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
 	frames      *ring.FrameStack
 	dialFree    []int
+	dials       uint64 // dials made: the generation in each OpConnect's cookie (under mu)
 	cookie      uint64
 	relPending  []ring.Desc
 	waiters     map[uint64]*pendingReply
@@ -393,7 +394,11 @@ func (c *Client) event(d *ring.Desc) {
 			c.mu.Lock()
 			s := c.socks[slot]
 			c.mu.Unlock()
-			if s != nil && Status(d.Aux) != StatusOK {
+			// The cookie names the dial, not only its slot: the reply of
+			// an earlier dial on a slot since freed and dialed again (the
+			// reply waited in ndpd's backlog while OpSlotFree went out on
+			// RX(slot)) must not fail the new one.
+			if s != nil && s.dialCookie == d.Cookie && Status(d.Aux) != StatusOK {
 				s.fail(fmt.Errorf("ndpd: dial %v: %w", s.remote, Status(d.Aux).Err()))
 			}
 			return
@@ -477,11 +482,13 @@ func (c *Client) Dial(remote netip.AddrPort, opts DialOptions) (*ClientSock, err
 	slot := c.dialFree[len(c.dialFree)-1]
 	c.dialFree = c.dialFree[:len(c.dialFree)-1]
 	s := newClientSock(c, slot, remote, 0)
+	c.dials++
+	s.dialCookie = connectCookie | (c.dials&(1<<31-1))<<32 | uint64(uint32(slot))
 	c.socks[slot] = s
 	c.mu.Unlock()
 	var ds [5]ring.Desc
 	cmds := opts.OptionDescs(ds[:0], uint32(slot))
-	cmds = append(cmds, ring.Desc{Frame: ring.NoFrame, Conn: uint32(slot), Op: ring.OpConnect, Aux: aux, Cookie: connectCookie | uint64(slot)})
+	cmds = append(cmds, ring.Desc{Frame: ring.NoFrame, Conn: uint32(slot), Op: ring.OpConnect, Aux: aux, Cookie: s.dialCookie})
 	if err := c.produceCmd(cmds); err != nil {
 		return nil, err
 	}

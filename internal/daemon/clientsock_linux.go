@@ -18,6 +18,9 @@ type ClientSock struct {
 	slot   int
 	remote netip.AddrPort
 	port   uint16 // listened port it was accepted on (0 for dialed)
+	// dialCookie is the cookie of a dialed socket's OpConnect
+	// (connectCookie | dial generation<<32 | slot); 0 for accepted ones.
+	dialCookie uint64
 
 	mu      sync.Mutex
 	q       []ring.Desc // RX descriptors moved off the ring (by whoever polled), not yet read

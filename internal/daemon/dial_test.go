@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/ring"
 )
 
 // Pending dials (neighbour resolution off the core loop) over the loop
@@ -195,4 +197,85 @@ func TestCoreSleepsWithEndedOpenSlot(t *testing.T) {
 	}
 	s.Close()
 	poolSettled(t, h.path, 2)
+}
+
+// TestStaleConnectReplyDoesNotFailReusedSlot: a deferred dial's failure
+// reply travels on the event ring, its slot's OpSlotFree on RX(slot); when
+// the event ring is full the reply waits in the daemon's backlog while the
+// slot is freed, so the app can see the slot free, and dial on it again,
+// before the old reply arrives. That reply must not fail the new dial.
+// (The test holds the reply back itself, standing in for the full ring.)
+func TestStaleConnectReplyDoesNotFailReusedSlot(t *testing.T) {
+	h := startHarness(t, smallConfig(), ServerConfig{})
+	h.tr.setUnresolved(unresolvedAddr, true)
+	app := h.attach()
+	remote := netip.AddrPortFrom(unresolvedAddr, 7)
+	s1, err := app.Dial(remote, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := s1.slot
+	if _, err := s1.Write([]byte("x"), time.Now().Add(5*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "dial pending", 5*time.Second, func() (bool, string) {
+		return h.tr.pendingDials() == 1, fmt.Sprint(h.tr.pendingDials())
+	})
+	s1.Close()
+	h.tr.resolve(unresolvedAddr, fmt.Errorf("%w: %v", engine.ErrNoNeighbor, unresolvedAddr))
+
+	// Poll by hand: hold the failure reply back, let the slot free.
+	var stale ring.Desc
+	found := false
+	app.pollMu.Lock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var evs [16]ring.Desc
+		n, err := app.end.Events.Consume(evs[:])
+		if err != nil {
+			app.pollMu.Unlock()
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if d := evs[i]; !found && d.Op == ring.OpReply && d.Cookie&connectCookie != 0 && int(d.Conn) == slot {
+				stale, found = d, true
+				continue
+			}
+			app.event(&evs[i])
+		}
+		app.rxSlot(slot)
+		app.mu.Lock()
+		freed := app.socks[slot] == nil
+		app.mu.Unlock()
+		if found && freed {
+			break
+		}
+		if time.Now().After(deadline) {
+			app.pollMu.Unlock()
+			t.Fatalf("reply held back %v, slot freed %v", found, freed)
+		}
+		runtime.Gosched()
+	}
+	app.pollMu.Unlock()
+	if Status(stale.Aux) != StatusNoNeighbor {
+		t.Fatalf("held-back reply status %v", Status(stale.Aux))
+	}
+
+	s2, err := app.Dial(remote, DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if s2.slot != slot {
+		t.Fatalf("new dial on slot %d, want the freed slot %d (test premise)", s2.slot, slot)
+	}
+	app.pollMu.Lock()
+	app.event(&stale) // the old dial's reply, late
+	app.pollMu.Unlock()
+	s2.mu.Lock()
+	ferr := s2.failErr
+	s2.mu.Unlock()
+	if ferr != nil {
+		t.Fatalf("the new dial on slot %d failed with the previous dial's reply: %v", slot, ferr)
+	}
 }

@@ -43,7 +43,7 @@
 //
 // Descriptor use (ring.Desc; unused fields zero, Frame = NoFrame when no buffer):
 //
-//	cmd:   OpConnect    Conn=dial slot, Aux=PackAddr(remote), Cookie=connectCookie|slot → OpReply
+//	cmd:   OpConnect    Conn=dial slot, Aux=PackAddr(remote), Cookie=connectCookie|gen<<32|slot → OpReply
 //	       OpSetOption  Conn=dial slot, Flags=Opt*, Aux=value (before OpConnect; no reply)
 //	       OpListen     Aux=port, Cookie=request id → OpReply
 //	       OpUnlisten   Aux=port, Cookie=request id → OpReply
