@@ -45,10 +45,10 @@ func TestParsePriorityFlags(t *testing.T) {
 
 // checkPriority asserts what every run of the benchmark must show: every
 // flow took positive time; under strict priority flow 0 finished first;
-// under D3 flow 0 (a deadline a fair share would still meet, so nothing
-// should quench it) finished first; the unmeetable deadline failed fast
-// with ErrDeadlineUnmeetable.
-func checkPriority(t *testing.T, out priorityOutput, o priorityOpts) {
+// under D3 flow 0 met its deadline without being quenched; the
+// unmeetable deadline failed fast
+// with ErrDeadlineUnmeetable, within failWithinMs of the dial.
+func checkPriority(t *testing.T, out priorityOutput, o priorityOpts, failWithinMs float64) {
 	t.Helper()
 	if len(out.Policies) != 3 {
 		t.Fatalf("policies %+v", out.Policies)
@@ -80,19 +80,25 @@ func checkPriority(t *testing.T, out priorityOutput, o priorityOpts) {
 		}
 	}
 	u := out.Unmeetable
-	if !u.Unmeetable || u.FailedAfter <= 0 || u.FailedAfter >= u.DeadlineMs {
-		t.Errorf("unmeetable deadline: %+v (want ErrDeadlineUnmeetable before the deadline)", u)
+	if !u.Unmeetable || u.FailedAfter <= 0 || u.FailedAfter >= failWithinMs {
+		t.Errorf("unmeetable deadline: %+v (want ErrDeadlineUnmeetable within %.1f ms)", u, failWithinMs)
 	}
 }
 
 // TestPriorityTestbed: 2 flows of 512 KiB into receivers paced at
-// 100 Mb/s (well under what the stacks manage even with -race), 3 rounds
-// per policy. Flow 0's deadline is 3 x the fair completion, which D3
-// meets with room to spare even when -race and a loaded machine keep the
-// stacks below the pacer's rate.
+// 50 Mb/s, 3 rounds per policy. Under -race on a loaded 2-vCPU machine
+// the stacks fall far below the pacer's rate (at 100 Mb/s and a 3 x
+// deadline, fair rounds took up to 471 ms against 84 ms ideal, and flow 0
+// missed its 252 ms deadline at 263 ms: D3 paces pulls, it cannot make a
+// descheduled stack faster). So the pacer runs slowly enough to stay the
+// main bottleneck and flow 0's deadline is the most lax the flag allows,
+// 10 x the fair completion (1.68 s, 3 x the slowest round seen): this
+// test checks that D3 does not quench or starve an on-time flow on a real
+// testbed; the tight-deadline regression (quenched at deadline - size /
+// rate without progress reports) is TestPrioritySim's, on exact time.
 func TestPriorityTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
-	o := priorityOpts{senders: 2, size: 512 << 10, rate: 100e6, rounds: 3, deadline: 3, poll: "adaptive"}
+	o := priorityOpts{senders: 2, size: 512 << 10, rate: 50e6, rounds: 3, deadline: 10, poll: "adaptive"}
 	out, err := priorityTestbed(o)
 	if err != nil {
 		t.Fatal(err)
@@ -101,28 +107,41 @@ func TestPriorityTestbed(t *testing.T) {
 		t.Logf("%s: %+v; receiver %+v", p.Policy, p.Flows, *p.Receiver)
 	}
 	t.Logf("unmeetable: %+v", out.Unmeetable)
-	checkPriority(t, out, o)
+	// The sender learns of the quench one round trip plus a poller wakeup
+	// after it dials: 0.3-6 ms on an idle VM, but 30 ms was seen under
+	// -race with concurrent builds (past the 21 ms deadline itself). A
+	// flow D3 did not quench would complete or time out (5 s) instead, so
+	// the error itself is the check; the bound only says "not at the end".
+	checkPriority(t, out, o, 1000)
 	if out.Unmeetable.Quenched != 1 {
 		t.Errorf("receiver quenched %d connections, want 1", out.Unmeetable.Quenched)
 	}
 }
 
 // TestPrioritySim runs the unprivileged fallback on the simulator, where
-// the pull pacer is exact: the same properties hold.
+// the pull pacer is exact: the same properties hold. The second case is
+// the command's default, a deadline a fair share would miss (0.9 x): the
+// simulator's hosts must report D3 progress (PullQueue.Progress), or the
+// remaining size never shrinks and flow 0 is quenched at deadline -
+// size / rate (64.2 ms) although it is on time.
 func TestPrioritySim(t *testing.T) {
-	o := priorityOpts{senders: 3, size: 1 << 20, rate: 1e9, rounds: 1, deadline: 1.5, poll: "adaptive"}
-	out, err := prioritySimRun(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkPriority(t, out, o)
-	fair := out.Policies[0]
-	// Fair sharing: every flow ends within a few percent of K x size at the
-	// link rate (payload overhead aside).
-	for _, f := range fair.Flows {
-		if f.MedianMs < out.FairMs || f.MedianMs > 1.15*out.FairMs {
-			t.Errorf("fair flow %d: %.2f ms, want about %.2f", f.Flow, f.MedianMs, out.FairMs)
+	for _, o := range []priorityOpts{
+		{senders: 3, size: 1 << 20, rate: 1e9, rounds: 1, deadline: 1.5, poll: "adaptive"},
+		{senders: 2, size: 2e6, rate: 200e6, rounds: 1, deadline: 0.9, poll: "adaptive"},
+	} {
+		out, err := prioritySimRun(o)
+		if err != nil {
+			t.Fatal(err)
 		}
+		checkPriority(t, out, o, out.Unmeetable.DeadlineMs) // exact time: before the deadline
+		fair := out.Policies[0]
+		// Fair sharing: every flow ends within a few percent of K x size at the
+		// link rate (payload overhead aside).
+		for _, f := range fair.Flows {
+			if f.MedianMs < out.FairMs || f.MedianMs > 1.15*out.FairMs {
+				t.Errorf("deadline %v: fair flow %d: %.2f ms, want about %.2f", o.deadline, f.Flow, f.MedianMs, out.FairMs)
+			}
+		}
+		t.Logf("%+v", out)
 	}
-	t.Logf("%+v", out)
 }
