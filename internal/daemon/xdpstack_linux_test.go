@@ -191,11 +191,12 @@ loop:
 		t.Fatalf("only %d RPCs completed in %v while B's dial was pending", len(lat), bTook)
 	}
 	// A core loop that waited for the resolution would hold at least one
-	// RPC for all of it (1s). The bound leaves room for a loaded machine:
-	// under -race with three suites at once, single RPCs of 60-100ms were
-	// seen (p50 2ms); alone, max is a few ms.
-	if max >= resolveTimeout/4 {
-		t.Fatalf("RPC max latency %v while another app's dial waited for ARP (want < %v: the core loop must not wait)", max, resolveTimeout/4)
+	// RPC for all of it (1s), and the RPC count above would be ~1. The
+	// bound leaves room for a loaded machine: under -race with three suites
+	// at once single RPCs of 60-470 ms were seen with no silent dial at all
+	// (p50 2 ms); alone, max is a few ms.
+	if max >= resolveTimeout*3/4 {
+		t.Fatalf("RPC max latency %v while another app's dial waited for ARP (want < %v: the core loop must not wait)", max, resolveTimeout*3/4)
 	}
 	poolSettled(t, h.path, 2)
 }
