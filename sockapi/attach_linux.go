@@ -45,6 +45,12 @@ func attachedErr(err error) error {
 		return ErrStackClosed
 	case errors.Is(err, daemon.ErrCanceled):
 		return os.ErrDeadlineExceeded
+	case errors.Is(err, daemon.ErrDraining):
+		return fmt.Errorf("%w: %w", ErrDaemonGone, err)
+	case errors.Is(err, daemon.ErrNoSlot):
+		return fmt.Errorf("%w: %w", ErrTooManyConns, err)
+	case errors.Is(err, daemon.ErrResolverBusy):
+		return fmt.Errorf("%w: %w", ErrResolverBusy, err)
 	}
 	return err
 }

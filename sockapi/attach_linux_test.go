@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -228,4 +229,25 @@ func TestAttachedNetConn(t *testing.T) {
 	nettest.TestConn(t, func() (c1, c2 net.Conn, stop func(), err error) {
 		return connectedPair(cli, srv, "10.7.0.2", uint16(port.Add(1)))
 	})
+}
+
+// The daemon's refusals map onto the package's sentinels (and keep the
+// daemon's own error for the details).
+func TestAttachedErrMapping(t *testing.T) {
+	for _, tc := range []struct{ in, want error }{
+		{daemon.ErrDaemonGone, ErrDaemonGone},
+		{daemon.ErrDraining, ErrDaemonGone},
+		{daemon.ErrNoSlot, ErrTooManyConns},
+		{daemon.ErrResolverBusy, ErrResolverBusy},
+		{daemon.ErrCanceled, os.ErrDeadlineExceeded},
+		{daemon.ErrClientClosed, ErrStackClosed},
+	} {
+		got := attachedErr(fmt.Errorf("dial: %w", tc.in))
+		if !errors.Is(got, tc.want) {
+			t.Errorf("attachedErr(%v) = %v, not %v", tc.in, got, tc.want)
+		}
+	}
+	if got := attachedErr(daemon.ErrResolverBusy); !errors.Is(got, daemon.ErrResolverBusy) {
+		t.Errorf("the daemon's error is lost: %v", got)
+	}
 }

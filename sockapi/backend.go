@@ -24,7 +24,8 @@ import (
 //     net.ErrClosed (the conn / listener was closed locally),
 //     ErrConnReset, ErrConnRefused, ErrDeadlineUnmeetable, ErrTimeout,
 //     ErrNoRoute (neighbour resolution failed), ErrDaemonGone (attached
-//     backend: ndpd died), ErrStackClosed (the Stack was closed). The
+//     backend: ndpd died or is draining), ErrTooManyConns, ErrResolverBusy
+//     (attached), ErrStackClosed (the Stack was closed). The
 //     public layer wraps them in *net.OpError; it does not translate them.
 //   - close on a conn makes its blocked read and write return
 //     net.ErrClosed; close on a listener makes accept return net.ErrClosed;

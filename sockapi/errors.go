@@ -30,9 +30,16 @@ var (
 	ErrNoRoute = engine.ErrNoNeighbor
 	// ErrStackClosed: the Stack was closed.
 	ErrStackClosed = engine.ErrStackClosed
-	// ErrDaemonGone: the ndpd daemon this Stack is attached to went away;
+	// ErrDaemonGone: the ndpd daemon this Stack is attached to went away
+	// (or is draining to stop: new connections and listeners are refused);
 	// every connection of the Stack fails with it.
 	ErrDaemonGone = errors.New("sockapi: ndpd daemon gone")
+	// ErrTooManyConns: the stack's connection table (embedded: MaxConns;
+	// attached: the application's socket slots in ndpd) is full.
+	ErrTooManyConns = ndp.ErrTooManyConns
+	// ErrResolverBusy: ndpd has too many neighbour resolutions in progress
+	// to take this dial's; retry later.
+	ErrResolverBusy = errors.New("sockapi: ndpd resolver busy")
 	// ErrInvalidConfig wraps every Config validation failure.
 	ErrInvalidConfig = errors.New("sockapi: invalid config")
 	// ErrMessageTooLarge: CallInto's response buffer is too small.
