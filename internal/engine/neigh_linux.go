@@ -65,7 +65,12 @@ func (r *KernelResolver) Close() error {
 func (r *KernelResolver) Resolve(ctx context.Context, ip [4]byte) ([6]byte, error) {
 	probed := false
 	wait := 50 * time.Microsecond
+	// Give up at ctx's deadline, or after 3 s (the kernel's default ARP
+	// retries: 3 solicitations a second apart) when ctx has none.
 	deadline := time.Now().Add(3 * time.Second)
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d
+	}
 	for {
 		mac, ok, err := r.lookup(ip)
 		if err != nil {
