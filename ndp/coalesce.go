@@ -81,9 +81,11 @@ func (e *Endpoint) handleAck(c *conn, h *Header, now Time) {
 
 // carryAck sends cf, a queued plain ACK (no bitmap, no PULL), inside a DATA
 // frame of the same connection when that connection may send right now
-// (pull credit, or push credit and allowPush): an RPC server's answer then
-// acknowledges the request in its own frame instead of a frame of its
-// own ahead of it. It returns 0 when cf must go out as it is.
+// (pull credit, or push credit and, for a paced connection, allowPush): an
+// RPC server's answer then acknowledges the request in its own frame
+// instead of a frame of its own ahead of it. It returns 0 when cf must go
+// out as it is; pushed as PollFrame reports it (unsolicited data of a paced
+// connection).
 func (e *Endpoint) carryAck(b []byte, cf *ctlFrame, now Time, allowPush bool) (int, bool) {
 	if !e.cfg.CoalesceControl || cf.typ != TypeAck || cf.flags&(FlagAckMore|FlagPull) != 0 || cf.owner == 0 {
 		return 0, false
@@ -93,7 +95,7 @@ func (e *Endpoint) carryAck(b []byte, cf *ctlFrame, now Time, allowPush bool) (i
 		return 0, false
 	}
 	pulled := c.snd.canPull()
-	if !pulled && !(allowPush && c.snd.canPush()) {
+	if !pulled && !((allowPush || !c.paced) && c.snd.canPush()) {
 		return 0, false
 	}
 	n := e.sendData(c, b, now, pulled, cf)
@@ -101,7 +103,7 @@ func (e *Endpoint) carryAck(b []byte, cf *ctlFrame, now Time, allowPush bool) (i
 		return 0, false
 	}
 	e.rearm(c)
-	return n, !pulled
+	return n, !pulled && c.paced
 }
 
 // carriedAck handles the ACK a DATA frame carries (FlagAck): the peer's
