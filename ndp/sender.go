@@ -75,8 +75,8 @@ func (d *pktDesc) noteResend(now Time, path uint16) {
 	ago := uint64(now-d.sentAt) + uint64(d.firstAgo)
 	switch {
 	case d.karn == karnMany:
-	case d.karn == karnOne && path != d.path:
-		d.karn, d.firstPath, d.firstAgo = karnTwo, d.path, uint32(min(uint64(now-d.sentAt), 1<<32-1))
+	case d.karn == karnOne && path != d.path && uint64(now-d.sentAt) < 1<<32:
+		d.karn, d.firstPath, d.firstAgo = karnTwo, d.path, uint32(now-d.sentAt)
 	case d.karn != karnOne && path != d.firstPath && ago < 1<<32:
 		d.karn, d.firstAgo = karnFirst, uint32(ago)
 	default:
