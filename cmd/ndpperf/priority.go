@@ -581,13 +581,15 @@ func prioritySimRun(o priorityOpts) (priorityOutput, error) {
 	out := priorityOutput{Senders: o.senders, Size: o.size, RateBps: o.rate, Rounds: 1, CPUs: runtime.NumCPU(),
 		FairMs: float64(o.fairTime().Microseconds()) / 1000, DeadlineMs: float64(o.d3Deadline().Microseconds()) / 1000,
 		Setup: "simulator: not root, no testbed; virtual time"}
-	simRun := func(policy pullpacer.Policy, opts func(i int) ndp.DialOptions) ([]*sim.Flow, error) {
+	// simRun runs one round and returns the flows and the receiver's pull queue (its
+	// Quenched count is the simulator's counterpart of the stack's).
+	simRun := func(policy pullpacer.Policy, opts func(i int) ndp.DialOptions) ([]*sim.Flow, *pullpacer.PullQueue, error) {
 		star := simStar(float64(o.rate), 1500)
 		star.Hosts = o.senders + 1
 		star.Pulls.Policy = policy
 		st, err := sim.NewStar(star)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		flows := make([]*sim.Flow, o.senders)
 		for i := range flows {
@@ -595,14 +597,14 @@ func prioritySimRun(o priorityOpts) (priorityOutput, error) {
 		}
 		w, err := sim.NewWorkload(st.Network, flows)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		st.Sim.Run(ndp.Time(10*o.fairTime()+time.Second), w.Done)
-		return flows, nil
+		return flows, st.Hosts[0].Pulls, nil
 	}
 	pols := map[string]pullpacer.Policy{"fair": pullpacer.PolicyFair, "priority": pullpacer.PolicyPriority, "deadline": pullpacer.PolicyDeadline}
 	for _, p := range priorityPolicies {
-		flows, err := simRun(pols[p.name], func(i int) ndp.DialOptions {
+		flows, _, err := simRun(pols[p.name], func(i int) ndp.DialOptions {
 			switch {
 			case i == 0 && p.name == "priority":
 				return ndp.DialOptions{Priority: 1}
@@ -628,7 +630,7 @@ func prioritySimRun(o priorityOpts) (priorityOutput, error) {
 		out.Policies = append(out.Policies, summarizePriority(p.name, o, [][]flowOutcome{t}))
 	}
 	dl := time.Duration(float64(o.size) * 8 / float64(4*o.rate) * 1e9)
-	flows, err := simRun(pullpacer.PolicyDeadline, func(int) ndp.DialOptions {
+	flows, pulls, err := simRun(pullpacer.PolicyDeadline, func(int) ndp.DialOptions {
 		return ndp.DialOptions{Size: o.size, Deadline: ndp.Time(dl)}
 	})
 	if err != nil {
@@ -636,7 +638,8 @@ func prioritySimRun(o priorityOpts) (priorityOutput, error) {
 	}
 	f := flows[0]
 	u := unmeetableResult{NeededMbps: float64(o.size) * 8 / dl.Seconds() / 1e6, DeadlineMs: float64(dl.Microseconds()) / 1000,
-		FailedAfter: float64(f.FCT()) / 1e6, Unmeetable: errors.Is(f.Err, ndp.ErrDeadlineUnmeetable)}
+		FailedAfter: float64(f.FCT()) / 1e6, Unmeetable: errors.Is(f.Err, ndp.ErrDeadlineUnmeetable),
+		Quenched: pulls.Stats().Quenched} // every sender's flow carries the unmeetable deadline here
 	u.SenderErr = "none: the flow completed"
 	if f.Err != nil {
 		u.SenderErr = f.Err.Error()

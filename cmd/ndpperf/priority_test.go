@@ -134,6 +134,11 @@ func TestPrioritySim(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkPriority(t, out, o, out.Unmeetable.DeadlineMs) // exact time: before the deadline
+		// Every sender dials the unmeetable deadline in the simulator's run: the
+		// receiver quenched each (it reported 0 before it read its pull queue).
+		if q := out.Unmeetable.Quenched; q != uint64(o.senders) {
+			t.Errorf("deadline %v: receiver quenched %d flows, want %d", o.deadline, q, o.senders)
+		}
 		fair := out.Policies[0]
 		// Fair sharing: every flow ends within a few percent of K x size at the
 		// link rate (payload overhead aside).
