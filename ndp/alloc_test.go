@@ -21,9 +21,12 @@ type pairLoop struct {
 	np      int
 }
 
-func newPairLoop(t testing.TB, mtu int) *pairLoop {
+func newPairLoop(t testing.TB, mtu int, coalesce ...bool) *pairLoop {
 	p := &pairLoop{}
-	cfg := func(c *Config) { c.MTU, c.SendBuffer, c.RecvBuffer = mtu, 2<<20, 2<<20 }
+	cfg := func(c *Config) {
+		c.MTU, c.SendBuffer, c.RecvBuffer = mtu, 2<<20, 2<<20
+		c.CoalesceControl = len(coalesce) > 0 && coalesce[0]
+	}
 	p.a = mkEP(t, ipA, cfg)
 	p.b = mkEP(t, ipB, cfg)
 	for i := range p.bufs {
@@ -104,8 +107,12 @@ func (p *pairLoop) step() {
 }
 
 func TestSteadyStateNoAllocs(t *testing.T) {
-	for _, mtu := range []int{1500, 9000} {
-		p := newPairLoop(t, mtu)
+	for _, tc := range []struct {
+		mtu      int
+		coalesce bool // the engine's setting: merged ACK/PULL frames, ACKs carried in DATA
+	}{{1500, false}, {9000, false}, {1500, true}, {9000, true}} {
+		mtu := tc.mtu
+		p := newPairLoop(t, mtu, tc.coalesce)
 		for i := 0; i < 200; i++ { // warm up: accept, pools, event ring
 			p.step()
 		}
@@ -121,7 +128,10 @@ func TestSteadyStateNoAllocs(t *testing.T) {
 			t.Fatalf("MTU %d: only %d bytes moved in 500 steps (< 10 packets per step)", mtu, p.read-before)
 		}
 		st := p.a.Stats()
-		t.Logf("MTU %d: %d bytes read, sender %d data frames, %d pushed, %d pulled", mtu, p.read, st.DataOut, st.PushedOut, st.PulledOut)
+		if tc.coalesce && p.b.Stats().ControlMerged == 0 {
+			t.Fatalf("MTU %d: coalescing not exercised", mtu)
+		}
+		t.Logf("MTU %d coalesce %v: %d bytes read, sender %d data frames, %d pushed, %d pulled", mtu, tc.coalesce, p.read, st.DataOut, st.PushedOut, st.PulledOut)
 	}
 }
 

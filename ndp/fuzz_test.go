@@ -99,9 +99,12 @@ func FuzzEndpoint(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		const maxConns, maxTW = 8, 16
+		// the first op's top bit turns control-frame coalescing on
+		coalesce := len(prog) > 0 && prog[0]&0x80 != 0
 		e, err := NewEndpoint(Config{
 			LocalIP: ipB, LocalMAC: [6]byte{2, 0, 0, 0, 0, 2}, MaxConns: maxConns, MaxTimeWait: maxTW,
 			RecvBuffer: 8 << 10, SendBuffer: 4 << 10, IW: 4, ControlQueue: 64, Paths: 3,
+			CoalesceControl: coalesce,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +148,7 @@ func FuzzEndpoint(f *testing.F) {
 					fr.SrcIP[3] = fl[0] & 3
 				}
 				fr.Header = Header{
-					Type: PacketType(fl[1]%5 + 1), Flags: Flags(fl[2]) & knownFlags,
+					Type: PacketType(fl[1]%5 + 1), Flags: (Flags(fl[2]) | Flags(fl[13]>>4)<<8) & knownFlags,
 					SrcPort: uint16(fl[3] % 3), DstPort: 80 - uint16(fl[4]%2)*79,
 					ConnID: uint32(fl[5] % 4), Seq: binary.BigEndian.Uint32(fl[6:10]),
 					SynOffset: uint16(fl[10]), PullCounter: uint32(fl[11]), PathID: uint16(fl[12] % 4),
@@ -153,6 +156,9 @@ func FuzzEndpoint(f *testing.F) {
 				}
 				if fr.Header.Flags&FlagBounced != 0 {
 					fr.SrcIP, fr.DstIP = ipA, ipB
+				}
+				if fl[1] >= 0x80 {
+					relativeToConn(e, &fr, fl)
 				}
 				if fr.Header.Type == TypeData {
 					fr.Payload = payload[:int(fl[0]&0x7f)*13]
@@ -244,4 +250,35 @@ func FuzzEndpoint(f *testing.F) {
 			}
 		}
 	})
+}
+
+// relativeToConn makes fr's sequence numbers and pull counter land in the
+// window of the connection fr is addressed to, if there is one (random
+// 32-bit values almost never do): the sender's handling of ACKs, bitmaps,
+// carried ACKs, NACKs, PULLs and bounces, and the receiver's of DATA.
+func relativeToConn(e *Endpoint, fr *Frame, fl []byte) {
+	h := &fr.Header
+	key := connKey{remoteIP: binary.BigEndian.Uint32(fr.SrcIP[:]), remotePort: h.SrcPort, localPort: h.DstPort, connID: h.ConnID}
+	bounced := h.Flags&FlagBounced != 0
+	if bounced {
+		key.remotePort, key.localPort = h.DstPort, h.SrcPort
+	}
+	idx, ok := e.table.get(key)
+	if !ok {
+		return
+	}
+	c := e.conns[idx]
+	switch {
+	case h.Type == TypeData && !bounced:
+		h.Seq = c.rcv.base + uint32(fl[6]%40)
+		if h.Flags&FlagAck != 0 {
+			h.PullCounter = c.snd.una + uint32(fl[11]%40)
+		}
+	case h.Type == TypePull || h.Flags&FlagPull != 0:
+		h.Seq = c.snd.una + uint32(fl[6]%40)
+		h.PullCounter = c.snd.lastPull + uint32(fl[11]%16)
+	default:
+		h.Seq = c.snd.una + uint32(fl[6]%40)
+		h.PullCounter = c.snd.una + uint32(fl[11]%40)
+	}
 }

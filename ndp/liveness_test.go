@@ -39,6 +39,7 @@ type livenessParams struct {
 	iw       int
 	paths    int
 	fixedRTO bool
+	coalesce bool // Config.CoalesceControl at both ends (the engine's setting)
 
 	loss, dup, trim, bounce float64
 	burstIn, burstOut       float64 // Gilbert-Elliott: P(good->bad), P(bad->good) per frame
@@ -81,6 +82,7 @@ func randomLiveness(seed uint64) livenessParams {
 	p.writeGap = Time(r.IntN(500)) * us
 	p.maxRead = 1 + r.IntN(32<<10)
 	p.maxWrite = 1 + r.IntN(64<<10)
+	p.coalesce = seed%2 == 0 // not drawn from r: odd seeds keep their scenarios
 	return p
 }
 
@@ -130,7 +132,7 @@ func runLiveness(t testing.TB, p livenessParams, tot *livenessTotals) {
 	// state changes per frame) can silence a connection for 10 rounds, and
 	// giving up then is the rule working (TestTimeoutCountsRoundsNotTimerCalls),
 	// not a stall.
-	cfg := Config{MTU: p.mtu, IW: p.iw, Paths: p.paths, FixedRTO: p.fixedRTO, MaxRTORetries: 50,
+	cfg := Config{MTU: p.mtu, IW: p.iw, Paths: p.paths, FixedRTO: p.fixedRTO, MaxRTORetries: 50, CoalesceControl: p.coalesce,
 		RecvBuffer: p.recvPkts * MaxPayload(p.mtu), SendBuffer: p.sendPkts * MaxPayload(p.mtu)}
 	n := newTestNet(t, p.seed, cfg, cfg)
 	r := rand.New(rand.NewPCG(p.seed, 0xa99))
