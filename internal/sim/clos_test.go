@@ -2,6 +2,7 @@ package sim
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/fabric"
@@ -323,5 +324,16 @@ func TestPermutationWithBadCoreLink(t *testing.T) {
 		if ch.Loss > 0 && r.Lost == 0 {
 			t.Fatalf("the failed link lost nothing: %+v", r.Result)
 		}
+	}
+}
+
+// A permutation that no flow finishes before the limit says so (it used to report
+// "the first flow finished at -0.0 us, before the warmup").
+func TestPermutationNoFlowFinished(t *testing.T) {
+	p := Params{LinkRate: 10e9, LinkDelay: 1000, Endpoint: ndp.Config{MTU: 9000, IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1}
+	_, err := RunPermutation(PermutationConfig{Clos: ClosConfig{Kind: FatTree, K: 4, Params: p}, Size: 10e6,
+		Warmup: 50e3, Limit: 200e3})
+	if err == nil || !strings.Contains(err.Error(), "no flow finished within the 200.0 us limit") {
+		t.Fatalf("err %v, want no flow finished within the limit", err)
 	}
 }

@@ -96,6 +96,13 @@ func RunPermutation(cfg PermutationConfig) (PermutationResult, error) {
 	if r.DataPackets > 0 {
 		pr.UplinkTrimPct = float64(r.TrimmedUplink) / float64(r.DataPackets) * 100
 	}
+	if windowEnd < 0 {
+		limit := cfg.Limit
+		if limit == 0 {
+			limit = 10e9
+		}
+		return pr, fmt.Errorf("sim: no flow finished within the %.1f us limit: no throughput window", float64(limit)/1e3)
+	}
 	if windowEnd <= warmup {
 		return pr, fmt.Errorf("sim: the first flow finished at %.1f us, before the %.1f us warmup: use larger flows or a shorter warmup",
 			float64(windowEnd)/1e3, float64(warmup)/1e3)
