@@ -103,8 +103,10 @@ type Config struct {
 	// acknowledges up to 64 following packets (FlagAckMore, a bitmap in the
 	// Offset field) and carries the connection's latest pull counter
 	// (FlagPull), so a batch of arrivals from one sender costs one control
-	// frame instead of an ACK and a PULL per packet. Nothing is delayed:
-	// only frames already waiting for the same PollFrame calls merge. Off
+	// frame instead of an ACK and a PULL per packet; a plain ACK whose
+	// connection can send DATA right then rides in that DATA (FlagAck).
+	// Nothing is delayed: only frames already waiting for the same
+	// PollFrame calls merge, and never past a NACK of the connection. Off
 	// (the default) sends one frame per ACK and per PULL, as the NDP paper
 	// does; the simulator keeps that. The AF_XDP engine turns it on, where
 	// every frame costs a system call's share and a copy. Receivers of

@@ -116,7 +116,9 @@ func (e *Endpoint) HasOutput() bool {
 // stall probes). Unsolicited data of connections that asked for pacing
 // (DialOptions.Paced, or FlagPaced on an accepted connection's first
 // packet) is returned with pushed = true and is held back while allowPush
-// is false; other unsolicited data is not subject to the edge pacer.
+// is false; other unsolicited data is not subject to the edge pacer. With
+// Config.CoalesceControl a queued plain ACK may leave inside a DATA frame of
+// its connection (carryAck), in the ACK's place in the order.
 func (e *Endpoint) PollFrame(b []byte, now Time, allowPush bool) (n int, pushed bool) {
 	e.now = max(e.now, now)
 	if len(b) < HeaderOverhead {

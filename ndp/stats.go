@@ -39,10 +39,10 @@ type Stats struct {
 
 	// Adaptive RTO (see Config.RTO). Spurious retransmissions that went out
 	// show up at the peer as DuplicatesIn.
-	RTTSamples     uint64                 // valid (Karn) RTT samples: ACKs of packets sent once
+	RTTSamples     uint64                 // valid (Karn) RTT samples: ACKs known to answer one particular copy (rtt.go)
 	RTTHist        [RTTHistBuckets]uint64 // samples by size: [0] < 1µs, [i] in [2^(i-1), 2^i) µs, last ≥ 131ms
 	SRTT, RTTVar   time.Duration          // endpoint-wide estimate over all samples (seeds new connections)
 	RTOMin, RTOMax time.Duration          // smallest / largest base RTO (before backoff) any connection used
 	RTOBackoffs    uint64                 // timeout rounds that doubled a connection's RTO
-	SpuriousRTOs   uint64                 // packets declared lost by the RTO and ACKed before they were resent
+	SpuriousRTOs   uint64                 // packets declared lost by the RTO whose declared-lost copy was ACKed (before the resend, or told apart by path after it)
 }
