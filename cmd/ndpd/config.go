@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ndpstack/ndpstack/internal/units"
 	"io"
 	"net/netip"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/units"
 	"github.com/ndpstack/ndpstack/ndp"
 )
 

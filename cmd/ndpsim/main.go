@@ -19,7 +19,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ndpstack/ndpstack/internal/units"
 	"io"
 	"os"
 	"text/tabwriter"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
+	"github.com/ndpstack/ndpstack/internal/units"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 )
