@@ -382,14 +382,14 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 		}
 		switch ev.Kind {
 		case ndp.EventPulls:
-			s.pulls.Add(ev.Handle, ev.Count)
 			if s.cfg.Policy == pullpacer.PolicyDeadline {
 				// D3 allocates by remaining size: tell the queue what arrived
-				// (an arrival is what asks for pulls).
+				// (an arrival is what asks for pulls) before it queues them.
 				if n, ok := s.ep.Received(ev.Handle); ok {
 					s.pulls.Progress(ev.Handle, int64(n))
 				}
 			}
+			s.pulls.Add(ev.Handle, ev.Count)
 			continue
 		case ndp.EventDropPulls:
 			s.pulls.Drop(ev.Handle)

@@ -88,13 +88,14 @@ func (h *Host) process() {
 				h.App.Accepted(h, ev.Handle, ev)
 			}
 		case ndp.EventPulls:
-			h.Pulls.Add(ev.Handle, ev.Count)
 			if h.Pulls.Config().Policy == pullpacer.PolicyDeadline {
-				// D3 allocates by remaining size: tell the queue what arrived.
+				// D3 allocates by remaining size: tell the queue what arrived
+				// before it queues the pulls.
 				if n, ok := h.EP.Received(ev.Handle); ok {
 					h.Pulls.Progress(ev.Handle, int64(n))
 				}
 			}
+			h.Pulls.Add(ev.Handle, ev.Count)
 		case ndp.EventDropPulls:
 			h.Pulls.Drop(ev.Handle)
 		case ndp.EventReadable:
