@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +51,7 @@ func runNdpdChild(args []string) error {
 	ifname := fs.String("interface", "", "interface (in this namespace)")
 	sock := fs.String("socket", "", "control socket path")
 	spin := fs.Duration("spin", 0, "core spin before sleeping (0 = daemon default)")
+	cpu := fs.Int("cpu", -1, "pin the core loop to this CPU (-1: no pinning), as ndpd's pacer_cpu does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -90,7 +90,10 @@ func runNdpdChild(args []string) error {
 	}
 	runErr := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
+		if err := lockAndPin(*cpu); err != nil {
+			runErr <- err
+			return
+		}
 		runErr <- core.Run()
 	}()
 	go srv.Serve()
@@ -132,11 +135,17 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 		return nil, err
 	}
 	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
+	// Each ndpd's core loop runs on its application's CPU (ndpd's
+	// pacer_cpu): an app and its daemon then hand work over on one CPU
+	// (a few µs) instead of waking a thread on the other one (25-33 µs
+	// here; docs/BENCHMARKS.md "ndpd latency settings").
+	cpuClient, cpuEcho := cpuPair()
 	for i, side := range []struct {
 		ns     *testbed.Namespace
 		ifname string
-	}{{pair.A, v.A.Name}, {pair.B, v.B.Name}} {
-		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", socks[i])
+		cpu    int
+	}{{pair.A, v.A.Name, cpuClient}, {pair.B, v.B.Name, cpuEcho}} {
+		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", socks[i], "-cpu", fmt.Sprint(side.cpu))
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -164,7 +173,7 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 }
 
 func (d *daemonRPC) mode() string {
-	return "through ndpd (two daemon processes, apps attached over shared-memory rings), new connection per RPC, adaptive polling, pinned client and server threads"
+	return "through ndpd (two daemon processes, each core loop pinned to its app's CPU; apps attached over shared-memory rings), new connection per RPC, adaptive polling, pinned client and server threads"
 }
 
 func (d *daemonRPC) close() {
