@@ -32,7 +32,7 @@ func runDemo(args []string) error {
 	n := fs.Int("n", 2000, "RPCs per transport in the latency comparison")
 	servers := fs.Int("servers", 4, "incast servers")
 	size := fs.Int("size", 64<<10, "incast response bytes per server")
-	rounds := fs.Int("rounds", 20, "incast rounds")
+	rounds := fs.Int("rounds", 100, "incast rounds (medians of fewer vary run to run on a shared machine)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
