@@ -7,9 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // demo: the README's main job. It builds veth testbeds in network
@@ -82,8 +80,7 @@ func demoSim(n, servers, size int, asJSON bool) error {
 	fmt.Fprintln(os.Stderr, "ndpperf demo: not root, so no veth testbed (network namespaces and AF_XDP need root).")
 	fmt.Fprintln(os.Stderr, "  Running the same workloads on the simulator instead: real ndp endpoints and pull queues,")
 	fmt.Fprintln(os.Stderr, "  hosts on one NDP switch (10 Gb/s links, 1 µs delay), virtual time. Kernel TCP needs root; skipped.")
-	star := sim.StarConfig{LinkRate: 10e9, LinkDelay: 1000, Endpoint: ndp.Config{IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1}
-	r, err := sim.RunRPC(sim.RPCConfig{Star: star, Size: 1024, N: n})
+	r, err := sim.RunRPC(sim.RPCConfig{Star: simStar(10e9, 1500), Size: 1024, N: n})
 	if err != nil {
 		return err
 	}
@@ -93,11 +90,9 @@ func demoSim(n, servers, size int, asJSON bool) error {
 	}
 	rpc := rpcOutput{Results: []latencyResult{summarize("ndp", rtts, 0, "simulator, new connection per RPC")}, Size: 1024, Rounds: 1,
 		Setup: "simulator: not root, no testbed"}
-	ir, err := sim.RunIncast(sim.IncastConfig{Star: star, Senders: servers, Size: int64(size)})
+	inc, err := incastSimRun(incastOpts{servers: servers, size: size, rounds: 1, rate: 10e9})
 	if err != nil {
 		return err
 	}
-	inc := []incastResult{{Transport: "ndp (sim)", Servers: servers, Size: size, Rounds: 1,
-		MedianMs: ir.MedianFCTus / 1000, P90Ms: ir.LastFCTus / 1000, MaxMs: ir.LastFCTus / 1000}}
-	return printDemo(rpc, inc, asJSON)
+	return printDemo(rpc, inc.Results, asJSON)
 }
