@@ -40,10 +40,7 @@ func (s *Stack) Dial(ctx context.Context, addr string, opts ...DialOption) (*Con
 
 // DialAddr is Dial with a parsed address.
 func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn, error) {
-	var o dialOptions
-	for _, f := range opts {
-		f(&o)
-	}
+	o := applyDialOptions(opts)
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
@@ -69,4 +66,18 @@ func (s *Stack) Listen(port uint16) (*Listener, error) {
 		return nil, &net.OpError{Op: "listen", Net: "ndp", Addr: Addr{IP: s.addr, Port: port}, Err: err}
 	}
 	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, dl: makeDeadline()}, nil
+}
+
+// applyDialOptions resolves opts. Only a call that passes options pays for
+// the struct the option functions write through (it escapes to the heap);
+// the common call without options allocates nothing here.
+func applyDialOptions(opts []DialOption) dialOptions {
+	if len(opts) == 0 {
+		return dialOptions{}
+	}
+	var o dialOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
