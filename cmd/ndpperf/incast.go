@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -50,6 +51,7 @@ type incastOpts struct {
 	mtu     int   // every veth's MTU; 0 = kernel default (1500)
 	rate    int64 // NDP pull pacer rate, bits/s
 	json    bool
+	prof    profileFlags // over the NDP rounds
 }
 
 func parseIncastFlags(args []string) (incastOpts, error) {
@@ -62,13 +64,15 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	rate := bitRate(10e9)
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var prof profileFlags
+	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return incastOpts{}, err
 	}
 	if fs.NArg() > 0 {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), json: *asJSON}
+	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), json: *asJSON, prof: prof}
 	return o, o.validate()
 }
 
@@ -107,10 +111,21 @@ type incastResult struct {
 
 type incastOutput struct {
 	Results []incastResult `json:"results"`
-	MTU     int            `json:"mtu"`
-	RateBps int64          `json:"ndp_pull_rate_bps"`
-	CPUs    int            `json:"cpus"`
-	Setup   string         `json:"setup"`
+	// OptimalMs is the round's optimum: every response byte at the NDP
+	// pull rate (servers x size x 8 / RateBps) plus one round trip
+	// (RTTMs). NDPOverOptimal is NDP's median round over it.
+	OptimalMs      float64 `json:"optimal_ms,omitempty"`
+	RTTMs          float64 `json:"rtt_ms,omitempty"`
+	NDPOverOptimal float64 `json:"ndp_median_over_optimal,omitempty"`
+	// NDPOverPullRate is NDP's median goodput (servers x size x 8 over
+	// the median round) over the pull rate; NDPOverTCP is NDP's median
+	// goodput over kernel TCP's (above 1: NDP's rounds are shorter).
+	NDPOverPullRate float64 `json:"ndp_over_pull_rate,omitempty"`
+	NDPOverTCP      float64 `json:"ndp_over_tcp,omitempty"`
+	MTU             int     `json:"mtu"`
+	RateBps         int64   `json:"ndp_pull_rate_bps"`
+	CPUs            int     `json:"cpus"`
+	Setup           string  `json:"setup"`
 }
 
 func runIncast(args []string) error {
@@ -136,6 +151,14 @@ func printIncast(out incastOutput, asJSON bool) error {
 	}
 	fmt.Printf("Incast (%s): one client asks every server at once; time until the last response is complete\n", out.Setup)
 	printIncastTable(out.Results)
+	if out.OptimalMs > 0 {
+		fmt.Printf("optimum %.3f ms (every byte at the pull rate + one round trip of %.3f ms); ndp median / optimum %.2f; ndp goodput / pull rate %.2f",
+			out.OptimalMs, out.RTTMs, out.NDPOverOptimal, out.NDPOverPullRate)
+		if out.NDPOverTCP > 0 {
+			fmt.Printf("; ndp / tcp goodput %.2f", out.NDPOverTCP)
+		}
+		fmt.Println()
+	}
 	for _, r := range out.Results {
 		if r.Client != nil {
 			fmt.Printf("%s counters over the %d measured rounds:\n", r.Transport, r.Rounds)
@@ -205,6 +228,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		payload[i] = byte(i*131 + i>>9)
 	}
 	req := []byte(fmt.Sprintf("GET %d", size))
+	rttReq := []byte("GET 1")
 
 	// NDP: embedded stacks, adaptive polling (K+1 stacks share the CPUs).
 	stacks := make([]*sockapi.Stack, len(hosts))
@@ -251,7 +275,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 					}
 					continue // one bad request (a reset) does not stop the server
 				}
-				m.Reply(payload) // inline: cheaper than a goroutine wakeup
+				m.Reply(payload[:incastAsked(m.Data, len(payload))]) // inline: cheaper than a goroutine wakeup
 			}
 		}()
 	}
@@ -267,6 +291,26 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	for i := range resp {
 		resp[i] = make([]byte, size)
 	}
+	// The round trip of the optimum: median of small NDP calls (1-byte
+	// request and answer, new connection each) to every server in turn.
+	rtts := make([]time.Duration, 0, 20*k)
+	for j := 0; j < 20*k; j++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		t0 := time.Now()
+		_, err := stacks[0].CallInto(ctx, sockapi.Addr{IP: hosts[1+j%k].link.Addr.Addr(), Port: 7}, rttReq, resp[0])
+		d := time.Since(t0)
+		cancel()
+		if err != nil {
+			return out, fmt.Errorf("ndp round trip: %w", err)
+		}
+		if j >= k { // the first call to each server resolves its MAC
+			rtts = append(rtts, d)
+		}
+	}
+	sort.Slice(rtts, func(i, j int) bool { return rtts[i] < rtts[j] })
+	rtt := rtts[len(rtts)/2]
+	var stopProf func() error
+	var profErr error
 	ndpTimes, err := incastRounds(k, o.rounds, func(i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -276,7 +320,18 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 			err = fmt.Errorf("server %d: %d of %d bytes", i+1, n, size)
 		}
 		return err
-	}, func() { before = snapshot() })
+	}, func() {
+		before = snapshot()
+		stopProf, profErr = o.prof.start()
+	})
+	if err == nil {
+		err = profErr
+	}
+	if stopProf != nil {
+		if perr := stopProf(); err == nil {
+			err = perr
+		}
+	}
 	if err != nil {
 		return out, fmt.Errorf("ndp: %w", err)
 	}
@@ -350,7 +405,43 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		return out, fmt.Errorf("tcp: %w", err)
 	}
 	out.Results = append(out.Results, incastSummary("tcp", k, size, tcpTimes))
+	out.setOptimum(o, rtt)
 	return out, nil
+}
+
+// setOptimum fills the optimum and the ratios from Results (NDP first,
+// kernel TCP second when measured) and the measured round trip.
+func (out *incastOutput) setOptimum(o incastOpts, rtt time.Duration) {
+	bytes := float64(o.servers) * float64(o.size)
+	opt := time.Duration(bytes*8/float64(o.rate)*1e9) + rtt
+	out.RTTMs = float64(rtt.Microseconds()) / 1000
+	out.OptimalMs = float64(opt.Microseconds()) / 1000
+	if len(out.Results) == 0 || out.OptimalMs <= 0 {
+		return
+	}
+	ndp := out.Results[0]
+	out.NDPOverOptimal = ndp.MedianMs / out.OptimalMs
+	out.NDPOverPullRate = ndp.GoodputMbps * 1e6 / float64(o.rate)
+	if len(out.Results) > 1 && out.Results[1].GoodputMbps > 0 {
+		out.NDPOverTCP = ndp.GoodputMbps / out.Results[1].GoodputMbps
+	}
+}
+
+// incastAsked is the response size a request asks for ("GET n"), at most
+// max; max if the request does not parse.
+func incastAsked(req []byte, max int) int {
+	digits, ok := bytes.CutPrefix(req, []byte("GET "))
+	if !ok || len(digits) == 0 {
+		return max
+	}
+	n := 0
+	for _, c := range digits {
+		if c < '0' || c > '9' || n > max {
+			return max
+		}
+		n = n*10 + int(c-'0')
+	}
+	return min(n, max)
 }
 
 // incastRounds runs rounds of k concurrent requests and returns each
@@ -431,7 +522,9 @@ func incastSimRun(o incastOpts) (incastOutput, error) {
 	}
 	c := ndpCounters{Retransmits: r.Retransmits, RTOFires: r.RTOs, NacksIn: r.Nacks, TrimmedIn: r.Trimmed}
 	out := incastOutput{MTU: mtu, RateBps: o.rate, CPUs: runtime.NumCPU(),
-		Setup: fmt.Sprintf("simulator: not root, no testbed; optimum %.3f ms; counters summed over every host", r.OptimalUs/1000),
+		Setup:     fmt.Sprintf("simulator: not root, no testbed; optimum %.3f ms; counters summed over every host", r.OptimalUs/1000),
+		OptimalMs: r.OptimalUs / 1000, NDPOverOptimal: r.LastFCTus / r.OptimalUs,
+		NDPOverPullRate: float64(o.servers*o.size) * 8 / (r.LastFCTus / 1e6) / float64(o.rate),
 		Results: []incastResult{{Transport: "ndp (sim)", Servers: o.servers, Size: o.size, Rounds: 1,
 			MedianMs: r.LastFCTus / 1000, P90Ms: r.LastFCTus / 1000, MaxMs: r.LastFCTus / 1000,
 			GoodputMbps: float64(o.servers*o.size) * 8 / (r.LastFCTus / 1e6) / 1e6, ReceivedBytes: int64(o.servers) * int64(o.size),

@@ -70,7 +70,28 @@ func TestIncastTestbed(t *testing.T) {
 	if ndp.Client.DataIn < minPkts || ndp.ServerSummed.DataOut < minPkts || ndp.Client.TxKicks == 0 || ndp.Client.RxFrames == 0 {
 		t.Errorf("counters do not account for %d x %d x %d bytes: client %+v servers %+v", rounds, k, size, *ndp.Client, *ndp.ServerSummed)
 	}
+	// The optimum: the bytes at the pull rate plus a measured round trip.
+	bytesMs := float64(k*size) * 8 / 10e9 * 1000
+	if out.RTTMs <= 0 || out.OptimalMs < bytesMs+out.RTTMs-0.002 || out.OptimalMs > bytesMs+out.RTTMs+0.002 ||
+		out.NDPOverOptimal <= 0 || out.NDPOverPullRate <= 0 || out.NDPOverTCP <= 0 {
+		t.Errorf("optimum %v ms (bytes alone %.3f ms, rtt %v ms), ratios %v %v %v", out.OptimalMs, bytesMs, out.RTTMs,
+			out.NDPOverOptimal, out.NDPOverPullRate, out.NDPOverTCP)
+	}
 	t.Logf("%+v\nclient %+v\nservers %+v", out.Results, *ndp.Client, *ndp.ServerSummed)
+}
+
+func TestIncastAsked(t *testing.T) {
+	for _, tc := range []struct {
+		req  string
+		want int
+	}{
+		{"GET 1", 1}, {"GET 0", 0}, {"GET 65536", 65536}, {"GET 70000", 65536}, {"GET 99999999999999999999", 65536},
+		{"GET", 65536}, {"GET ", 65536}, {"GET 12x", 65536}, {"PUT 5", 65536}, {"", 65536},
+	} {
+		if got := incastAsked([]byte(tc.req), 65536); got != tc.want {
+			t.Errorf("%q: %d, want %d", tc.req, got, tc.want)
+		}
+	}
 }
 
 // TestIncastSim runs the unprivileged fallback: the simulated incast
@@ -85,5 +106,8 @@ func TestIncastSim(t *testing.T) {
 	minMs := float64(o.servers*o.size) * 8 / float64(o.rate) * 1000
 	if r.MedianMs < minMs || r.MedianMs > 3*minMs || r.GoodputMbps <= 0 || r.Client == nil {
 		t.Fatalf("%+v (the bytes alone take %.3f ms)", r, minMs)
+	}
+	if out.OptimalMs < minMs || out.NDPOverOptimal < 1 || out.NDPOverPullRate <= 0 || out.NDPOverPullRate > 1 {
+		t.Errorf("optimum %v ms, ratios %v %v", out.OptimalMs, out.NDPOverOptimal, out.NDPOverPullRate)
 	}
 }

@@ -50,6 +50,7 @@ type throughputOpts struct {
 	runs int
 	poll string
 	json bool
+	prof profileFlags
 }
 
 func parseThroughputFlags(args []string) (throughputOpts, error) {
@@ -62,13 +63,15 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	runs := fs.Int("runs", 3, "runs per transport, taking turns")
 	poll := fs.String("poll", "adaptive", "NDP waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var prof profileFlags
+	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return throughputOpts{}, err
 	}
 	if fs.NArg() > 0 {
 		return throughputOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, json: *asJSON}
+	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, json: *asJSON, prof: prof}
 	return o, o.validate()
 }
 
@@ -114,10 +117,14 @@ type throughputOutput struct {
 	Poll    string              `json:"ndp_poll"`
 	Summary []throughputSummary `json:"summary"`
 	// NDPOverTCP is the ratio of the median rates.
-	NDPOverTCP float64         `json:"ndp_over_tcp,omitempty"`
-	Runs       []throughputRun `json:"runs"`
-	CPUs       int             `json:"cpus"`
-	Setup      string          `json:"setup"`
+	NDPOverTCP float64 `json:"ndp_over_tcp,omitempty"`
+	// NDPOverPullRate is NDP's median goodput over the receiver's
+	// configured pull rate (RateBps): 1 means every pull slot carried a
+	// full payload's worth of the transfer.
+	NDPOverPullRate float64         `json:"ndp_over_pull_rate,omitempty"`
+	Runs            []throughputRun `json:"runs"`
+	CPUs            int             `json:"cpus"`
+	Setup           string          `json:"setup"`
 }
 
 func runThroughput(args []string) error {
@@ -152,6 +159,9 @@ func printThroughput(out throughputOutput, asJSON bool) error {
 	}
 	if out.NDPOverTCP > 0 {
 		fmt.Printf("ndp / tcp median: %.2f\n", out.NDPOverTCP)
+	}
+	if out.NDPOverPullRate > 0 {
+		fmt.Printf("ndp median / pull rate: %.2f\n", out.NDPOverPullRate)
 	}
 	for _, r := range out.Runs {
 		if r.Sender != nil {
@@ -234,6 +244,11 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	if err != nil {
 		return out, err
 	}
+	stopProf, err := o.prof.start()
+	if err != nil {
+		return out, err
+	}
+	defer stopProf()
 	for r := 1; r <= o.runs; r++ {
 		nr, err := throughputNDP(pair, o, payload, sum)
 		if err != nil {
@@ -247,9 +262,15 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 		tr.Run = r
 		out.Runs = append(out.Runs, nr, tr)
 	}
+	if err := stopProf(); err != nil {
+		return out, err
+	}
 	out.Summary = summarizeThroughput(out.Runs)
 	if len(out.Summary) == 2 && out.Summary[1].MedianMbps > 0 {
 		out.NDPOverTCP = out.Summary[0].MedianMbps / out.Summary[1].MedianMbps
+	}
+	if len(out.Summary) > 0 {
+		out.NDPOverPullRate = out.Summary[0].MedianMbps * 1e6 / float64(o.rate)
 	}
 	return out, nil
 }
@@ -440,7 +461,7 @@ func throughputSimRun(o throughputOpts) (throughputOutput, error) {
 	c := ndpCounters{Retransmits: res.Retransmits, RTOFires: res.RTOs, NacksIn: res.Nacks, TrimmedIn: res.Trimmed, DataOut: res.DataPackets}
 	run := throughputRun{Transport: "ndp (sim)", Run: 1, Seconds: secs, Mbps: float64(o.size) * 8 / secs / 1e6, Bytes: o.size, Verified: true, Sender: &c}
 	out := throughputOutput{Size: o.size, MTU: mtu, RateBps: o.rate, Poll: "simulated", Runs: []throughputRun{run},
-		Summary: summarizeThroughput([]throughputRun{run}), CPUs: runtime.NumCPU(),
+		Summary: summarizeThroughput([]throughputRun{run}), CPUs: runtime.NumCPU(), NDPOverPullRate: run.Mbps * 1e6 / float64(o.rate),
 		Setup: "simulator: not root, no testbed; virtual time; counters summed over both hosts"}
 	return out, nil
 }

@@ -79,8 +79,8 @@ func TestThroughputTestbed(t *testing.T) {
 			t.Errorf("%+v", r)
 		}
 	}
-	if out.NDPOverTCP <= 0 {
-		t.Errorf("ratio %v", out.NDPOverTCP)
+	if out.NDPOverTCP <= 0 || out.NDPOverPullRate <= 0 {
+		t.Errorf("ratios %v %v", out.NDPOverTCP, out.NDPOverPullRate)
 	}
 	s, r := out.Runs[0].Sender, out.Runs[0].Receiver
 	if s == nil || r == nil {
