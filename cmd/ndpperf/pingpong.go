@@ -62,6 +62,15 @@ type ppEnd interface {
 	close()
 }
 
+// ppClients is implemented by transports with several concurrent clients
+// (rpc --conn persistent --clients N): client i makes its round trips on
+// its own connection, from its own goroutine, and the echo serves every
+// connection at once.
+type ppClients interface {
+	clients() int
+	roundTripOn(i int, timeout time.Duration) (time.Duration, error)
+}
+
 type pingpongOpts struct {
 	size    int // UDP payload bytes
 	n       int
@@ -240,7 +249,17 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 				c := ctls[i]
 				c.stop.Store(false)
 				c.start <- struct{}{}
-				for j := 0; j < warm+per; j++ {
+				serial := warm + per
+				if m, ok := ends[i].(ppClients); ok && m.clients() > 1 {
+					serial = 0
+					rtts, lost, err := roundTripsConcurrent(m, warm, per, o.timeout)
+					accs[i].rtts = append(accs[i].rtts, rtts...)
+					accs[i].lost += lost
+					if err != nil {
+						cerr = fmt.Errorf("%s: %w", ends[i].name(), err)
+					}
+				}
+				for j := 0; j < serial; j++ {
 					rtt, err := ends[i].roundTrip(o.timeout)
 					if errors.Is(err, errLost) {
 						accs[i].lost++
@@ -275,6 +294,62 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 		res[i] = summarize(e.name(), accs[i].rtts, accs[i].lost, e.mode())
 	}
 	return res, nil
+}
+
+// roundTripsConcurrent runs warm+per round trips over m's clients at once,
+// each client on its own goroutine making its share, and returns the
+// measured (post-warmup) times of all of them.
+func roundTripsConcurrent(m ppClients, warm, per int, timeout time.Duration) ([]time.Duration, int, error) {
+	k := m.clients()
+	type share struct {
+		rtts []time.Duration
+		lost int
+		err  error
+	}
+	shares := make([]share, k)
+	done := make(chan struct{}, k)
+	for i := range shares {
+		w, p := warm/k, per/k
+		if i < warm%k {
+			w++
+		}
+		if i < per%k {
+			p++
+		}
+		sh := &shares[i]
+		sh.rtts = make([]time.Duration, 0, p)
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j < w+p; j++ {
+				rtt, err := m.roundTripOn(i, timeout)
+				if errors.Is(err, errLost) {
+					sh.lost++
+					continue
+				}
+				if err != nil {
+					sh.err = fmt.Errorf("client %d: %w", i, err)
+					return
+				}
+				if j >= w {
+					sh.rtts = append(sh.rtts, rtt)
+				}
+			}
+		}()
+	}
+	for range shares {
+		<-done
+	}
+	var rtts []time.Duration
+	lost := 0
+	var err error
+	for _, sh := range shares {
+		rtts = append(rtts, sh.rtts...)
+		lost += sh.lost
+		if err == nil {
+			err = sh.err
+		}
+	}
+	return rtts, lost, err
 }
 
 // ppFrame is the client's frame template (A -> B). Both ports are the NDP

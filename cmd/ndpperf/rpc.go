@@ -18,11 +18,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rpc: request/response latency of NDP (a new connection per RPC, embedded
-// stacks, both ends busy-polling on pinned threads) next to kernel TCP
-// (persistent connection, new connection per RPC, TCP Fast Open) and the
-// raw AF_XDP ping-pong floor, in one run over one two-namespace veth
-// testbed. Each transport gets its own veth pair; the measurement is split
+// rpc: request/response latency of NDP next to kernel TCP (persistent
+// connection, new connection per RPC, TCP Fast Open) and the raw AF_XDP
+// ping-pong floor, in one run over one two-namespace veth testbed. NDP runs
+// either a new connection per RPC (--conn new: CallInto, both ends
+// busy-polling on pinned threads by default) or long-lived connections
+// (--conn persistent: one net.Conn per client, Write then Read, stacks with
+// the default Config, adaptive polling by default; --clients N concurrent
+// connections, each client and each server connection on its own
+// goroutine, against as many kernel TCP connections). Each transport gets its own veth pair; the measurement is split
 // into rounds and the transports take turns (pingpong.go's measurePingpong),
 // so load on the shared machine hits them alike.
 //
@@ -48,6 +52,8 @@ type rpcOpts struct {
 	rounds  int
 	compare []string
 	mode    string
+	conn    string // "new" (a connection per RPC) or "persistent"
+	clients int    // concurrent client connections (persistent)
 	poll    string
 	spin    time.Duration
 	json    bool
@@ -66,13 +72,42 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
 	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open); empty for ndp only")
 	mode := fs.String("mode", "embedded", "ndp stack: embedded (in this process) or daemon (through ndpd)")
-	poll := fs.String("poll", "busy", "ndp waiting: busy (spin until done) or adaptive (spin --spin, then sleep on the AF_XDP socket)")
-	spin := fs.Duration("spin", 200*time.Microsecond, "adaptive mode: how long a waiter spins before sleeping")
+	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
+	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
+	poll := fs.String("poll", "", "ndp waiting: busy (spin until done) or adaptive (spin, then sleep on the AF_XDP socket); default busy with --conn new, adaptive (the stack's default) with --conn persistent")
+	spin := fs.Duration("spin", 0, "adaptive mode: how long a waiter spins before sleeping (0: the stack's default, Config.Spin)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
-	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, poll: *poll, spin: *spin, json: *asJSON}
+	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, conn: *conn, clients: *clients,
+		poll: *poll, spin: *spin, json: *asJSON}
+	switch o.conn {
+	case "new":
+		if o.clients != 1 {
+			return o, errors.New("--clients needs --conn persistent")
+		}
+		if o.poll == "" {
+			o.poll = "busy"
+		}
+	case "persistent":
+		if o.clients < 1 || o.clients > 64 {
+			return o, fmt.Errorf("--clients %d: want 1..64", o.clients)
+		}
+		if o.mode != "embedded" {
+			return o, errors.New("--conn persistent runs embedded stacks only")
+		}
+		if o.poll == "" {
+			o.poll = "adaptive"
+		}
+		compareSet := false
+		fs.Visit(func(f *flag.Flag) { compareSet = compareSet || f.Name == "compare" })
+		if !compareSet {
+			*compare = "tcp"
+		}
+	default:
+		return o, fmt.Errorf("--conn %q: want new or persistent", o.conn)
+	}
 	if o.poll != "busy" && o.poll != "adaptive" {
 		return o, fmt.Errorf("--poll %q: want busy or adaptive", o.poll)
 	}
@@ -84,6 +119,9 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 		case "xdp", "tcp", "tcp-newconn", "tfo":
 		default:
 			return o, fmt.Errorf("unknown comparison %q", c)
+		}
+		if o.conn == "persistent" && c != "tcp" && (c != "xdp" || o.clients > 1) {
+			return o, fmt.Errorf("--conn persistent compares with tcp (and xdp with one client), not %q", c)
 		}
 	}
 	if o.size < 8 || o.size > 1<<20 {
@@ -117,9 +155,25 @@ type rpcOutput struct {
 	Results []latencyResult    `json:"results"`
 	Ratios  map[string]float64 `json:"ratios,omitempty"`
 	Size    int                `json:"size"`
+	Conn    string             `json:"conn"`
+	Clients int                `json:"clients"`
+	Poll    string             `json:"poll"`
 	Rounds  int                `json:"rounds"`
 	CPUs    int                `json:"cpus"`
 	Setup   string             `json:"setup"`
+	// The embedded ndp stacks' counters over the whole run (warmup
+	// included): on a quiet veth pair nothing is lost, so RTO fires,
+	// spurious RTOs, duplicates in and paths excluded should all be 0.
+	NDPClient *ndpCounters `json:"ndp_client_counters,omitempty"`
+	NDPServer *ndpCounters `json:"ndp_server_counters,omitempty"`
+	// GCCycles is how many garbage collections ran during the measurement
+	// (this process: every transport's clients and servers).
+	GCCycles uint32 `json:"gc_cycles"`
+}
+
+// rpcStacks is implemented by the ndp transports with embedded stacks.
+type rpcStacks interface {
+	stacks() (client, server *sockapi.Stack)
 }
 
 // rpcTestbed builds the testbed, runs every transport, removes the testbed.
@@ -166,6 +220,8 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 					return out, errors.New("daemon mode not built")
 				}
 				e, err = runDaemonRPC(pair, o)
+			} else if o.conn == "persistent" {
+				e, err = newNDPConnRPC(pair, o)
 			} else {
 				e, err = newNDPRPC(pair, o)
 			}
@@ -186,12 +242,25 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		}
 		ends = append(ends, e)
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	gc0 := ms.NumGC
 	res, err := measurePingpong(ends, pingpongOpts{size: o.size, n: o.n, warmup: o.warmup, rounds: o.rounds, timeout: time.Second})
 	if err != nil {
 		return out, err
 	}
-	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Rounds: o.rounds, CPUs: runtime.NumCPU(),
-		Setup: "two network namespaces joined by veth (one pair per transport), client and server threads pinned to different CPUs"}
+	runtime.ReadMemStats(&ms)
+	setup := "two network namespaces joined by veth (one pair per transport), client and server threads pinned to different CPUs"
+	if o.clients > 1 {
+		setup = "two network namespaces joined by veth (one pair per transport), a goroutine per client and per server connection"
+	}
+	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, Poll: o.poll,
+		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0}
+	if st, ok := ends[0].(rpcStacks); ok {
+		cs, ss := st.stacks()
+		c, s := stackCounters(cs), stackCounters(ss)
+		out.NDPClient, out.NDPServer = &c, &s
+	}
 	rpcRatios(&out)
 	return out, nil
 }
@@ -206,9 +275,10 @@ func rpcRatios(out *rpcOutput) {
 		return
 	}
 	for _, other := range []string{"xdp", "tcp", "tcp-newconn", "tfo"} {
-		if x, ok := by[other]; ok && x.P50us > 0 && x.P99us > 0 {
+		if x, ok := by[other]; ok && x.P50us > 0 && x.P99us > 0 && x.P999us > 0 {
 			out.Ratios["ndp_p50_over_"+other+"_p50"] = round2(n.P50us / x.P50us)
 			out.Ratios["ndp_p99_over_"+other+"_p99"] = round2(n.P99us / x.P99us)
+			out.Ratios["ndp_p999_over_"+other+"_p999"] = round2(n.P999us / x.P999us)
 		}
 	}
 }
@@ -224,6 +294,11 @@ func printRPC(out rpcOutput, asJSON bool) error {
 	for k, v := range out.Ratios {
 		fmt.Printf("%s = %.2f\n", k, v)
 	}
+	if out.NDPClient != nil {
+		out.NDPClient.print(os.Stdout, "ndp client")
+		out.NDPServer.print(os.Stdout, "ndp server")
+	}
+	fmt.Printf("GC cycles during the measurement: %d\n", out.GCCycles)
 	return nil
 }
 
@@ -248,7 +323,7 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 		err = ns.Do(func() error {
 			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
 			if o.poll == "adaptive" {
-				cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin
+				cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin // 0: the default
 			}
 			s, err = sockapi.Open(cfg)
 			return err
@@ -270,7 +345,8 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	return r, nil
 }
 
-func (r *ndpRPC) name() string { return "ndp" }
+func (r *ndpRPC) name() string                            { return "ndp" }
+func (r *ndpRPC) stacks() (client, server *sockapi.Stack) { return r.client, r.server }
 func (r *ndpRPC) mode() string {
 	if r.poll == "adaptive" {
 		return "embedded sockapi, new connection per RPC, PollAdaptive (spin, then sleep on the XSK fd), pinned client and server threads"
@@ -280,23 +356,7 @@ func (r *ndpRPC) mode() string {
 
 func (r *ndpRPC) echo(stop *atomic.Bool) error {
 	r.l.SetDeadline(time.Time{})
-	done := make(chan struct{})
-	defer close(done)
-	go func() { // unblock Accept when the turn ends
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if stop.Load() {
-					r.l.SetDeadline(time.Unix(1, 0))
-					return
-				}
-			}
-		}
-	}()
+	defer whenStopped(stop, func() { r.l.SetDeadline(time.Unix(1, 0)) })() // unblock Accept when the turn ends
 	for !stop.Load() {
 		c, err := r.l.AcceptNDP()
 		if err != nil {
@@ -316,6 +376,29 @@ func (r *ndpRPC) echo(stop *atomic.Bool) error {
 		c.Close()
 	}
 	return nil
+}
+
+// whenStopped calls f once stop is set (checked every millisecond), so an
+// echo blocked in Accept or Read returns when its turn ends. The returned
+// function ends the watch.
+func whenStopped(stop *atomic.Bool, f func()) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if stop.Load() {
+					f()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 func (r *ndpRPC) roundTrip(time.Duration) (time.Duration, error) {
@@ -338,6 +421,154 @@ func (r *ndpRPC) close() {
 	r.server.Close()
 }
 
+// ndpConnRPC: long-lived NDP connections (--conn persistent), one embedded
+// stack per namespace with the default Config (background poller on) and
+// the chosen PollMode. Each client writes its request on its own net.Conn
+// and reads the whole response; each accepted server connection reads a
+// request and writes it back: what a Go service with keep-alive
+// connections does.
+type ndpConnRPC struct {
+	client, server *sockapi.Stack
+	cc, sc         []*sockapi.Conn // client and server ends, one pair per client
+	req, resp      [][]byte        // per client
+	ebuf           [][]byte        // per server connection
+	poll           string
+}
+
+func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
+	v := pair.Veth
+	k := max(o.clients, 1)
+	r := &ndpConnRPC{poll: o.poll, req: rpcBuffers(k, o.size), resp: rpcBuffers(k, o.size), ebuf: rpcBuffers(k, o.size)}
+	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr) (s *sockapi.Stack, err error) {
+		err = ns.Do(func() error {
+			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin}
+			if o.poll == "busy" {
+				cfg.PollMode = sockapi.PollBusy
+			}
+			s, err = sockapi.Open(cfg)
+			return err
+		})
+		return s, err
+	}
+	var err error
+	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr()); err != nil {
+		return nil, err
+	}
+	if r.server, err = open(pair.B, v.B.Name, v.B.Addr.Addr()); err != nil {
+		r.client.Close()
+		return nil, err
+	}
+	l, err := r.server.Listen(rpcNDPPort)
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	defer l.Close()
+	addr := sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < k; i++ {
+		// A connection exists at the server once data arrives: the first
+		// exchange (unmeasured) opens it.
+		c, err := r.client.DialAddr(ctx, addr)
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.cc = append(r.cc, c)
+		if _, err := c.Write(r.req[i]); err != nil {
+			r.close()
+			return nil, err
+		}
+		l.SetDeadline(time.Now().Add(5 * time.Second))
+		sc, err := l.AcceptNDP()
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.sc = append(r.sc, sc)
+		if _, err := io.ReadFull(sc, r.ebuf[i]); err != nil {
+			r.close()
+			return nil, err
+		}
+		if _, err := sc.Write(r.ebuf[i]); err != nil {
+			r.close()
+			return nil, err
+		}
+		if _, err := io.ReadFull(c, r.resp[i]); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *ndpConnRPC) name() string                            { return "ndp" }
+func (r *ndpConnRPC) stacks() (client, server *sockapi.Stack) { return r.client, r.server }
+func (r *ndpConnRPC) clients() int                            { return len(r.cc) }
+
+func (r *ndpConnRPC) mode() string {
+	pm := "PollAdaptive (spin, then sleep on the XSK fd)"
+	if r.poll == "busy" {
+		pm = "PollBusy"
+	}
+	if len(r.cc) > 1 {
+		return fmt.Sprintf("embedded sockapi, %d persistent net.Conns, %s, default Config, a goroutine per client and per server connection", len(r.cc), pm)
+	}
+	return "embedded sockapi, persistent net.Conn, " + pm + ", default Config, pinned client and server threads"
+}
+
+func (r *ndpConnRPC) echo(stop *atomic.Bool) error {
+	for _, c := range r.sc {
+		c.SetReadDeadline(time.Time{})
+	}
+	// Unblock the servers' Reads when the turn ends (the clients are done).
+	defer whenStopped(stop, func() {
+		for _, c := range r.sc {
+			c.SetReadDeadline(time.Unix(1, 0))
+		}
+	})()
+	return echoEach(len(r.sc), func(i int) error {
+		c, buf := r.sc[i], r.ebuf[i]
+		for !stop.Load() {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					return nil
+				}
+				return fmt.Errorf("server read: %w", err)
+			}
+			if _, err := c.Write(buf); err != nil {
+				return fmt.Errorf("server write: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+func (r *ndpConnRPC) roundTrip(timeout time.Duration) (time.Duration, error) {
+	return r.roundTripOn(0, timeout)
+}
+
+func (r *ndpConnRPC) roundTripOn(i int, _ time.Duration) (time.Duration, error) {
+	c := r.cc[i]
+	t0 := time.Now()
+	if _, err := c.Write(r.req[i]); err != nil {
+		return 0, err
+	}
+	if _, err := io.ReadFull(c, r.resp[i]); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
+}
+
+func (r *ndpConnRPC) close() {
+	for _, c := range append(r.cc, r.sc...) {
+		c.Close()
+	}
+	r.client.Close()
+	r.server.Close()
+}
+
 // tcpRPC: kernel TCP with blocking syscalls on the pinned threads.
 type tcpKind int
 
@@ -349,19 +580,23 @@ const (
 
 type tcpRPC struct {
 	kind      tcpKind
-	lfd       int // server listening socket (namespace B)
-	cfd, sfd  int // persistent: client and accepted server sockets
+	lfd       int   // server listening socket (namespace B)
+	cfd, sfd  []int // persistent: client and accepted server sockets, one pair per client
 	nsA       *testbed.Namespace
 	dst       unix.SockaddrInet4
-	req, resp []byte
-	ebuf      []byte
+	req, resp [][]byte // per client
+	ebuf      [][]byte // per server connection
 }
 
 func newTCPRPC(pair *testbed.Pair, o rpcOpts, kind tcpKind) (*tcpRPC, error) {
 	v := pair.Veth
-	t := &tcpRPC{kind: kind, lfd: -1, cfd: -1, sfd: -1, nsA: pair.A,
-		dst: unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: rpcTCPPort},
-		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size)}
+	t := &tcpRPC{kind: kind, lfd: -1, nsA: pair.A,
+		dst: unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: rpcTCPPort}}
+	k := 1
+	if kind == tcpPersistent {
+		k = max(o.clients, 1)
+	}
+	t.req, t.resp, t.ebuf = rpcBuffers(k, o.size), rpcBuffers(k, o.size), rpcBuffers(k, o.size)
 	err := pair.B.Do(func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -386,24 +621,37 @@ func newTCPRPC(pair *testbed.Pair, o rpcOpts, kind tcpKind) (*tcpRPC, error) {
 		t.close()
 		return nil, err
 	}
-	if kind == tcpPersistent {
-		if t.cfd, err = t.newClientSocket(); err != nil {
+	for i := 0; kind == tcpPersistent && i < k; i++ {
+		cfd, err := t.newClientSocket()
+		if err != nil {
 			t.close()
 			return nil, err
 		}
-		if err := unix.Connect(t.cfd, &t.dst); err != nil {
+		t.cfd = append(t.cfd, cfd)
+		if err := unix.Connect(cfd, &t.dst); err != nil {
 			t.close()
 			return nil, err
 		}
-		if t.sfd, _, err = unix.Accept4(t.lfd, unix.SOCK_CLOEXEC); err != nil {
+		sfd, _, err := unix.Accept4(t.lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
 			t.close()
 			return nil, err
 		}
+		t.sfd = append(t.sfd, sfd)
 		tv := unix.Timeval{Usec: 10_000}
-		unix.SetsockoptTimeval(t.sfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-		unix.SetsockoptInt(t.sfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+		unix.SetsockoptTimeval(sfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		unix.SetsockoptInt(sfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
 	return t, nil
+}
+
+// rpcBuffers returns k buffers of size bytes.
+func rpcBuffers(k, size int) [][]byte {
+	b := make([][]byte, k)
+	for i := range b {
+		b[i] = make([]byte, size)
+	}
+	return b
 }
 
 func (t *tcpRPC) newClientSocket() (int, error) {
@@ -424,6 +672,9 @@ func (t *tcpRPC) name() string {
 }
 
 func (t *tcpRPC) mode() string {
+	if len(t.cfd) > 1 {
+		return fmt.Sprintf("kernel TCP, %d persistent connections, blocking syscalls, a goroutine per client and per server connection", len(t.cfd))
+	}
 	return [...]string{"kernel TCP, persistent connection, blocking syscalls",
 		"kernel TCP, new connection per RPC (connect, write, read, close)",
 		"kernel TCP Fast Open (MSG_FASTOPEN), new connection per RPC"}[t.kind]
@@ -461,33 +712,27 @@ func writeFull(fd int, b []byte) error {
 }
 
 func (t *tcpRPC) echo(stop *atomic.Bool) error {
+	if t.kind == tcpPersistent {
+		return echoEach(len(t.sfd), func(i int) error { return t.echoPersistent(i, stop) })
+	}
 	for !stop.Load() {
-		fd := t.sfd
-		if t.kind != tcpPersistent {
-			var err error
-			fd, _, err = unix.Accept4(t.lfd, unix.SOCK_CLOEXEC)
-			if err != nil {
-				if err == unix.EAGAIN || err == unix.EINTR {
-					continue
-				}
-				return err
+		fd, _, err := unix.Accept4(t.lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			if err == unix.EAGAIN || err == unix.EINTR {
+				continue
 			}
-			// The accepted socket inherits the listener's 10ms receive
-			// timeout, meant only for accept: a slow client must not lose
-			// its connection to it.
-			var none unix.Timeval
-			unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &none)
+			return err
 		}
-		err := readFull(fd, t.ebuf)
-		if t.kind == tcpPersistent && (err == unix.EAGAIN || err == unix.EINTR) {
-			continue
-		}
+		// The accepted socket inherits the listener's 10ms receive
+		// timeout, meant only for accept: a slow client must not lose
+		// its connection to it.
+		var none unix.Timeval
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &none)
+		err = readFull(fd, t.ebuf[0])
 		if err == nil {
-			err = writeFull(fd, t.ebuf)
+			err = writeFull(fd, t.ebuf[0])
 		}
-		if t.kind != tcpPersistent {
-			unix.Close(fd)
-		}
+		unix.Close(fd)
 		if err != nil {
 			return fmt.Errorf("%s server: %w", t.name(), err)
 		}
@@ -495,14 +740,55 @@ func (t *tcpRPC) echo(stop *atomic.Bool) error {
 	return nil
 }
 
-func (t *tcpRPC) roundTrip(time.Duration) (time.Duration, error) {
+// echoPersistent answers on server connection i until stop (its 10ms
+// receive timeout lets it look).
+func (t *tcpRPC) echoPersistent(i int, stop *atomic.Bool) error {
+	fd, buf := t.sfd[i], t.ebuf[i]
+	for !stop.Load() {
+		err := readFull(fd, buf)
+		if err == unix.EAGAIN || err == unix.EINTR {
+			continue
+		}
+		if err == nil {
+			err = writeFull(fd, buf)
+		}
+		if err != nil {
+			return fmt.Errorf("tcp server: %w", err)
+		}
+	}
+	return nil
+}
+
+// echoEach runs serve(0..k-1), each on its own goroutine past the first
+// (which runs on the caller's pinned thread), and returns the first error.
+func echoEach(k int, serve func(i int) error) error {
+	errs := make(chan error, k)
+	for i := 1; i < k; i++ {
+		go func() { errs <- serve(i) }()
+	}
+	err := serve(0)
+	for i := 1; i < k; i++ {
+		if e := <-errs; err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+func (t *tcpRPC) clients() int { return max(len(t.cfd), 1) }
+
+func (t *tcpRPC) roundTrip(timeout time.Duration) (time.Duration, error) {
+	return t.roundTripOn(0, timeout)
+}
+
+func (t *tcpRPC) roundTripOn(i int, _ time.Duration) (time.Duration, error) {
 	t0 := time.Now()
-	switch t.kind {
-	case tcpPersistent:
-		if err := writeFull(t.cfd, t.req); err != nil {
+	req, resp := t.req[i], t.resp[i]
+	if t.kind == tcpPersistent {
+		if err := writeFull(t.cfd[i], req); err != nil {
 			return 0, err
 		}
-		if err := readFull(t.cfd, t.resp); err != nil {
+		if err := readFull(t.cfd[i], resp); err != nil {
 			return 0, err
 		}
 		return time.Since(t0), nil
@@ -517,25 +803,25 @@ func (t *tcpRPC) roundTrip(time.Duration) (time.Duration, error) {
 	defer unix.Close(fd)
 	t0 = time.Now()
 	if t.kind == tcpFastOpen {
-		if err := unix.Sendto(fd, t.req, unix.MSG_FASTOPEN, &t.dst); err != nil {
+		if err := unix.Sendto(fd, req, unix.MSG_FASTOPEN, &t.dst); err != nil {
 			return 0, fmt.Errorf("sendto MSG_FASTOPEN: %w", err)
 		}
 	} else {
 		if err := unix.Connect(fd, &t.dst); err != nil {
 			return 0, err
 		}
-		if err := writeFull(fd, t.req); err != nil {
+		if err := writeFull(fd, req); err != nil {
 			return 0, err
 		}
 	}
-	if err := readFull(fd, t.resp); err != nil {
+	if err := readFull(fd, resp); err != nil {
 		return 0, err
 	}
 	return time.Since(t0), nil
 }
 
 func (t *tcpRPC) close() {
-	for _, fd := range []int{t.cfd, t.sfd, t.lfd} {
+	for _, fd := range append(append([]int{t.lfd}, t.cfd...), t.sfd...) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}

@@ -21,6 +21,14 @@ func TestParseRPCFlags(t *testing.T) {
 		{[]string{"--poll", "lazy"}, false},
 		{[]string{"--size", "4"}, false},
 		{[]string{"--n", "10", "--rounds", "20"}, false},
+		{[]string{"--conn", "persistent", "--clients", "8", "--size", "65536"}, true},
+		{[]string{"--conn", "persistent", "--poll", "busy", "--compare", "tcp,xdp"}, true},
+		{[]string{"--conn", "persistent", "--clients", "2", "--compare", "xdp"}, false},
+		{[]string{"--conn", "persistent", "--compare", "tfo"}, false},
+		{[]string{"--conn", "persistent", "--clients", "0"}, false},
+		{[]string{"--conn", "persistent", "--mode", "daemon"}, false},
+		{[]string{"--clients", "2"}, false},
+		{[]string{"--conn", "pooled"}, false},
 	} {
 		_, err := parseRPCFlags("rpc", tc.args, 100)
 		if (err == nil) != tc.ok {
@@ -35,7 +43,7 @@ func TestRPCTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
 	for _, poll := range []string{"busy", "adaptive"} {
 		o := rpcOpts{size: 1024, n: 300, warmup: 50, rounds: 2, compare: []string{"xdp", "tcp", "tcp-newconn", "tfo"},
-			mode: "embedded", poll: poll, spin: 200e3}
+			mode: "embedded", conn: "new", clients: 1, poll: poll, spin: 200e3}
 		out, err := rpcTestbed(o)
 		if err != nil {
 			t.Fatalf("%s: %v", poll, err)
@@ -49,5 +57,38 @@ func TestRPCTestbed(t *testing.T) {
 			}
 		}
 		t.Logf("%s: ndp p50 %.1fµs, xdp %.1fµs, tcp-newconn %.1fµs", poll, out.Results[0].P50us, out.Results[1].P50us, out.Results[3].P50us)
+	}
+}
+
+// TestRPCPersistentTestbed runs `ndpperf rpc --conn persistent` briefly: one
+// pinned client and four concurrent clients, each against kernel TCP with as
+// many connections, 1 KiB and 64 KiB messages; every exchange completes and
+// the stacks' counters come back.
+func TestRPCPersistentTestbed(t *testing.T) {
+	testbed.RequireRoot(t)
+	for _, tc := range []struct {
+		clients, size int
+		poll          string
+	}{{1, 1024, "adaptive"}, {4, 1024, "adaptive"}, {1, 64 << 10, "busy"}} {
+		o := rpcOpts{size: tc.size, n: 200, warmup: 20, rounds: 2, compare: []string{"tcp"},
+			mode: "embedded", conn: "persistent", clients: tc.clients, poll: tc.poll}
+		out, err := rpcTestbed(o)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if len(out.Results) != 2 || out.NDPClient == nil || out.NDPServer == nil {
+			t.Fatalf("%+v: %+v", tc, out)
+		}
+		for _, r := range out.Results {
+			if r.N != o.n || r.Lost != 0 || r.P50us <= 0 || r.P50us > r.P99us {
+				t.Errorf("%+v %s: %+v", tc, r.Transport, r)
+			}
+		}
+		// Every response crossed as DATA (warmups and the opening exchange included).
+		if want := uint64(o.n + o.warmup); out.NDPClient.DataIn < want {
+			t.Errorf("%+v: client received %d DATA frames, want at least %d", tc, out.NDPClient.DataIn, want)
+		}
+		t.Logf("%+v: ndp p50 %.1fµs p99 %.1fµs, tcp p50 %.1fµs p99 %.1fµs; client RTO fires %d", tc,
+			out.Results[0].P50us, out.Results[0].P99us, out.Results[1].P50us, out.Results[1].P99us, out.NDPClient.RTOFires)
 	}
 }

@@ -20,6 +20,9 @@ type ndpCounters struct {
 	PullsOut      uint64 `json:"pulls_out"`       // PULLs this stack sent as a receiver
 	Retransmits   uint64 `json:"retransmits"`     // DATA retransmissions, any cause
 	RTOFires      uint64 `json:"rto_fires"`       // packets declared lost by the RTO
+	SpuriousRTOs  uint64 `json:"spurious_rtos"`   // of those, packets whose declared-lost copy was ACKed
+	RTOBackoffs   uint64 `json:"rto_backoffs"`    // timeout rounds that doubled a connection's RTO
+	PathsExcluded uint64 `json:"paths_excluded"`  // path exclusions by the scoreboard
 	StallProbes   uint64 `json:"stall_probes"`    // unsolicited probes of a silent peer
 	NacksIn       uint64 `json:"nacks_in"`        // NACKs received (sender side)
 	NacksOut      uint64 `json:"nacks_out"`       // NACKs sent (receiver side)
@@ -47,7 +50,8 @@ func stackCounters(s *sockapi.Stack) ndpCounters {
 	e, l := st.Endpoint, st.Link
 	return ndpCounters{
 		DataOut: e.DataOut, DataIn: e.DataIn, PushedOut: e.PushedOut, PulledOut: e.PulledOut, PullsOut: e.PullsOut,
-		Retransmits: e.Retransmits, RTOFires: e.RTOFires, StallProbes: e.StallProbes,
+		Retransmits: e.Retransmits, RTOFires: e.RTOFires, SpuriousRTOs: e.SpuriousRTOs, RTOBackoffs: e.RTOBackoffs,
+		PathsExcluded: e.PathsExcluded, StallProbes: e.StallProbes,
 		NacksIn: e.NacksIn, NacksOut: e.NacksOut, NoBufferNacks: e.NoBufferNacks, TrimmedIn: e.TrimmedIn,
 		DuplicatesIn: e.DuplicatesIn, LateSlots: st.PullQueue.LateSlots, Quenched: st.Quenched,
 		TxFrames: l.TxFrames, TxBatches: l.TxBatches, TxKicks: l.TxKicks, RxFrames: l.RxFrames, RxBatches: l.RxBatches,
@@ -61,8 +65,10 @@ func (c ndpCounters) sub(before ndpCounters) ndpCounters {
 		DataOut: c.DataOut - before.DataOut, DataIn: c.DataIn - before.DataIn,
 		PushedOut: c.PushedOut - before.PushedOut, PulledOut: c.PulledOut - before.PulledOut,
 		PullsOut: c.PullsOut - before.PullsOut, Retransmits: c.Retransmits - before.Retransmits,
-		RTOFires: c.RTOFires - before.RTOFires, StallProbes: c.StallProbes - before.StallProbes,
-		NacksIn: c.NacksIn - before.NacksIn, NacksOut: c.NacksOut - before.NacksOut,
+		RTOFires: c.RTOFires - before.RTOFires, SpuriousRTOs: c.SpuriousRTOs - before.SpuriousRTOs,
+		RTOBackoffs: c.RTOBackoffs - before.RTOBackoffs, PathsExcluded: c.PathsExcluded - before.PathsExcluded,
+		StallProbes: c.StallProbes - before.StallProbes,
+		NacksIn:     c.NacksIn - before.NacksIn, NacksOut: c.NacksOut - before.NacksOut,
 		NoBufferNacks: c.NoBufferNacks - before.NoBufferNacks, TrimmedIn: c.TrimmedIn - before.TrimmedIn,
 		DuplicatesIn: c.DuplicatesIn - before.DuplicatesIn, LateSlots: c.LateSlots - before.LateSlots,
 		Quenched: c.Quenched - before.Quenched, TxFrames: c.TxFrames - before.TxFrames,
@@ -79,8 +85,10 @@ func (c ndpCounters) add(o ndpCounters) ndpCounters {
 		DataOut: c.DataOut + o.DataOut, DataIn: c.DataIn + o.DataIn,
 		PushedOut: c.PushedOut + o.PushedOut, PulledOut: c.PulledOut + o.PulledOut,
 		PullsOut: c.PullsOut + o.PullsOut, Retransmits: c.Retransmits + o.Retransmits,
-		RTOFires: c.RTOFires + o.RTOFires, StallProbes: c.StallProbes + o.StallProbes,
-		NacksIn: c.NacksIn + o.NacksIn, NacksOut: c.NacksOut + o.NacksOut,
+		RTOFires: c.RTOFires + o.RTOFires, SpuriousRTOs: c.SpuriousRTOs + o.SpuriousRTOs,
+		RTOBackoffs: c.RTOBackoffs + o.RTOBackoffs, PathsExcluded: c.PathsExcluded + o.PathsExcluded,
+		StallProbes: c.StallProbes + o.StallProbes,
+		NacksIn:     c.NacksIn + o.NacksIn, NacksOut: c.NacksOut + o.NacksOut,
 		NoBufferNacks: c.NoBufferNacks + o.NoBufferNacks, TrimmedIn: c.TrimmedIn + o.TrimmedIn,
 		DuplicatesIn: c.DuplicatesIn + o.DuplicatesIn, LateSlots: c.LateSlots + o.LateSlots,
 		Quenched: c.Quenched + o.Quenched, TxFrames: c.TxFrames + o.TxFrames,
@@ -98,8 +106,8 @@ func (c ndpCounters) print(w io.Writer, label string) {
 	if c.TxKicks > 0 {
 		perKick = float64(c.TxFrames) / float64(c.TxKicks)
 	}
-	fmt.Fprintf(w, "  %s: data out %d (pushed %d, pulled %d), in %d; retransmits %d, RTO fires %d, stall probes %d; NACKs in %d / out %d (no buffer %d); trimmed %d; duplicates %d; quenched %d\n",
-		label, c.DataOut, c.PushedOut, c.PulledOut, c.DataIn, c.Retransmits, c.RTOFires, c.StallProbes,
+	fmt.Fprintf(w, "  %s: data out %d (pushed %d, pulled %d), in %d; retransmits %d, RTO fires %d (spurious %d, backoffs %d), paths excluded %d, stall probes %d; NACKs in %d / out %d (no buffer %d); trimmed %d; duplicates %d; quenched %d\n",
+		label, c.DataOut, c.PushedOut, c.PulledOut, c.DataIn, c.Retransmits, c.RTOFires, c.SpuriousRTOs, c.RTOBackoffs, c.PathsExcluded, c.StallProbes,
 		c.NacksIn, c.NacksOut, c.NoBufferNacks, c.TrimmedIn, c.DuplicatesIn, c.Quenched)
 	if c.TxFrames == 0 && c.RxFrames == 0 && c.PullsOut == 0 {
 		return // the simulator's summary: no link or pacer counters
