@@ -385,7 +385,7 @@ func TestSIGKILLDetachesProgram(t *testing.T) {
 		t.Fatalf("program still attached after SIGKILL: %q", show)
 	}
 	err = pair.B.Do(func() error {
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: steeringInstructions(1, xdpPass)[22:]})
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "GPL", Instructions: steeringInstructions(1, xdpPass, false)[22:]})
 		if err != nil {
 			return err
 		}

@@ -81,8 +81,14 @@ type Config struct {
 	// Queues are the RX/TX queue ids to bind, one socket each. Empty means {0}.
 	Queues []int
 	// UDPPort is the IPv4 UDP destination port the steering program sends to
-	// the sockets; every other frame goes to the kernel. Required (non-zero).
+	// the sockets; every other frame goes to the kernel. Required (non-zero)
+	// unless SteerAll is set.
 	UDPPort uint16
+	// SteerAll makes the steering program send every frame the interface
+	// receives to the sockets (ARP, TCP, anything): the interface is a port of
+	// a software switch (internal/softswitch), not a host's. UDPPort is then
+	// ignored. The zero value (false) steers only UDPPort.
+	SteerAll bool
 	// FrameSize is the UMEM chunk size: 2048 or 4096. Zero means 2048.
 	FrameSize int
 	// NumFrames is the number of frames in the UMEM (shared by all queues).
@@ -152,7 +158,7 @@ func (c *Config) validate() error {
 	if c.Interface == "" {
 		return bad("Interface is empty")
 	}
-	if c.UDPPort == 0 {
+	if c.UDPPort == 0 && !c.SteerAll {
 		return bad("UDPPort is zero")
 	}
 	if c.FrameSize != 2048 && c.FrameSize != 4096 {

@@ -116,7 +116,7 @@ func Open(cfg Config) (*Port, error) {
 		// with other queues bound only native mode spreads them.
 		attach = AttachGeneric
 	}
-	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, attach)
+	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, cfg.SteerAll, attach)
 	if err != nil {
 		p.Close()
 		return nil, err

@@ -25,6 +25,9 @@ import (
 //		return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 //	}
 //
+// With Config.SteerAll the program is only the last line: every frame goes
+// to the socket of its RX queue.
+//
 // The XDP_PASS in bpf_redirect_map's flags is the action when the XSKMAP has
 // no socket for the queue (kernel 5.3+), so NDP frames on a queue we did not
 // bind still reach the kernel (which answers with ICMP port unreachable or
@@ -56,7 +59,17 @@ func be16(v uint16) int32 {
 // steeringInstructions builds the program; missAction is the action when the
 // XSKMAP has no socket for the queue (XDP_PASS in production; tests use
 // XDP_DROP to tell "wanted the socket" from "left for the kernel").
-func steeringInstructions(udpPort uint16, missAction int32) asm.Instructions {
+// With all set every frame is redirected (udpPort is unused).
+func steeringInstructions(udpPort uint16, missAction int32, all bool) asm.Instructions {
+	if all {
+		return asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, ctxRxQueueIndex, asm.Word),
+			asm.LoadMapPtr(asm.R1, 0).WithReference("xsks"),
+			asm.Mov.Imm(asm.R3, missAction),
+			asm.FnRedirectMap.Call(),
+			asm.Return(),
+		}
+	}
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, ctxData, asm.Word),
@@ -95,7 +108,7 @@ type steering struct {
 	mode AttachMode // the mode actually used
 }
 
-func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, mode AttachMode) (*steering, error) {
+func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, all bool, mode AttachMode) (*steering, error) {
 	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "ndp_xsks",
 		Type:       ebpf.XSKMap,
@@ -106,7 +119,7 @@ func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, mode 
 	if err != nil {
 		return nil, bpfError("create XSKMAP", iface, err)
 	}
-	insns := steeringInstructions(udpPort, xdpPass)
+	insns := steeringInstructions(udpPort, xdpPass, all)
 	for i := range insns {
 		if insns[i].Reference() == "xsks" {
 			if err := insns[i].AssociateMap(xsks); err != nil {

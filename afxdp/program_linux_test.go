@@ -22,7 +22,7 @@ func TestSteeringClassifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer xsks.Close()
-	insns := steeringInstructions(port, xdpDrop)
+	insns := steeringInstructions(port, xdpDrop, false)
 	for i := range insns {
 		if insns[i].Reference() == "xsks" {
 			if err := insns[i].AssociateMap(xsks); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -30,9 +31,10 @@ var ErrNotRoot = errors.New("testbed: needs root (CAP_SYS_ADMIN and CAP_NET_ADMI
 
 // Testbed owns a set of namespaces and the veth pairs between them.
 type Testbed struct {
-	mu     sync.Mutex
-	nss    []*Namespace
-	closed bool
+	mu      sync.Mutex
+	nss     []*Namespace
+	closers []io.Closer
+	closed  bool
 }
 
 // New checks the prerequisites (root, the ip command) and returns an empty
@@ -163,8 +165,18 @@ func (tb *Testbed) Namespaces() []*Namespace {
 	return append([]*Namespace(nil), tb.nss...)
 }
 
-// Close deletes every namespace (and with them the veth ends inside). It
-// reports the first failure but tries them all. Idempotent.
+// OnClose registers c to be closed by Close before any namespace is deleted, in
+// reverse order of registration: a process running on the testbed's interfaces
+// (a software switch) stops before its interfaces disappear.
+func (tb *Testbed) OnClose(c io.Closer) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	tb.closers = append(tb.closers, c)
+}
+
+// Close closes what OnClose registered, then deletes every namespace (and with
+// them the veth ends inside). It reports the first failure but tries them all.
+// Idempotent.
 func (tb *Testbed) Close() error {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
@@ -173,6 +185,11 @@ func (tb *Testbed) Close() error {
 	}
 	tb.closed = true
 	var errs []error
+	for i := len(tb.closers) - 1; i >= 0; i-- {
+		if err := tb.closers[i].Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := len(tb.nss) - 1; i >= 0; i-- {
 		if err := run("ip", "netns", "del", tb.nss[i].Name); err != nil {
 			errs = append(errs, err)

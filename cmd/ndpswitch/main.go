@@ -1,0 +1,143 @@
+// Command ndpswitch is a software switch for veth testbeds: it joins the named
+// interfaces of the current network namespace over AF_XDP and switches frames
+// between them with NDP's trimming queues for NDP frames and a drop-tail queue for
+// everything else, at an emulated port rate (internal/softswitch).
+//
+//	ip netns exec sw ndpswitch -ports sw-h1,sw-h2,sw-h3 -rate 1G
+//
+// It runs until SIGINT or SIGTERM and then prints its counters as JSON (also every
+// -stats interval when set).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/internal/softswitch"
+	"github.com/ndpstack/ndpstack/internal/units"
+	"go.uber.org/zap"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "ndpswitch:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("ndpswitch", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: ndpswitch -ports IF1,IF2[,...] [flags]  (root; the interfaces of this network namespace)")
+		fs.PrintDefaults()
+	}
+	ports := fs.String("ports", "", "comma-separated interfaces to switch between (at least 2)")
+	rate := fs.String("rate", "10G", "emulated rate of every port, bits/s (e.g. 1G, 10G, 25G)")
+	dataQ := fs.Int("data-queue", 8, "NDP data queue per port, packets")
+	hdrQ := fs.Int("header-queue", 0, "NDP header queue per port, bytes (0: data-queue x 9000)")
+	wrr := fs.Int("wrr", 10, "header frames sent per data frame while both NDP queues are backlogged")
+	trim := fs.String("trim", "random", "which data packet a full NDP queue trims: random, arrival, tail")
+	noRTS := fs.Bool("no-return-to-sender", false, "drop trimmed headers that overflow the header queue instead of bouncing them")
+	gamma := fs.Float64("phantom-gamma", 0, "HULL phantom queue drain rate as a fraction of -rate (0: no phantom queue)")
+	phantomK := fs.Int("phantom-threshold", 0, "phantom queue marking threshold, bytes (0: 3000)")
+	otherQ := fs.Int("other-queue", 100, "drop-tail queue of non-NDP frames (kernel TCP, ARP) per port, frames")
+	otherECN := fs.Int("other-ecn", 0, "mark ECN CE on non-NDP frames arriving to at least this many queued frames (0: off)")
+	personality := fs.String("personality", "ndp", "trimming: ndp (NDP-aware, sets the trimmed flag) or commodity (cut to -trim-size, DSCP rewrite)")
+	trimSize := fs.Int("trim-size", 128, "commodity: bytes a trimmed frame is cut to")
+	dataDSCP := fs.Uint("data-dscp", 10, "commodity: DSCP of trim-eligible frames")
+	ctlDSCP := fs.Uint("control-dscp", 46, "commodity: DSCP of high-priority frames")
+	trimDSCP := fs.Uint("trim-dscp", 46, "commodity: DSCP written into trimmed frames")
+	ndpPort := fs.Uint("ndp-port", 6420, "UDP port of NDP frames")
+	horizon := fs.Duration("horizon", 20*time.Microsecond, "send frames due within this of now in one batch")
+	statsEvery := fs.Duration("stats", 0, "print counters as JSON this often (0: only at exit)")
+	verbose := fs.Bool("v", false, "log setup and teardown")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	r, err := units.ParseRate(*rate)
+	if err != nil {
+		return fmt.Errorf("-rate: %w", err)
+	}
+	cfg := softswitch.Config{
+		Rate: int64(r),
+		Fabric: fabric.Config{DataQueue: *dataQ, HeaderQueueBytes: *hdrQ, WRRHeaders: *wrr,
+			NoReturnToSender: *noRTS, PhantomRate: *gamma * r, PhantomThreshold: *phantomK},
+		OtherQueue: *otherQ, OtherECN: *otherECN, NDPPort: uint16(*ndpPort), Horizon: *horizon,
+		Commodity: softswitch.CommodityConfig{TrimSize: *trimSize, DataDSCP: uint8(*dataDSCP),
+			ControlDSCP: uint8(*ctlDSCP), TrimDSCP: uint8(*trimDSCP)},
+	}
+	if *ports != "" {
+		cfg.Ports = strings.Split(*ports, ",")
+	}
+	switch *trim {
+	case "random":
+		cfg.Fabric.Trim = fabric.TrimRandom
+	case "arrival":
+		cfg.Fabric.Trim = fabric.TrimArrival
+	case "tail":
+		cfg.Fabric.Trim = fabric.TrimTail
+	default:
+		return fmt.Errorf("-trim %q: want random, arrival or tail", *trim)
+	}
+	switch *personality {
+	case "ndp":
+	case "commodity":
+		cfg.Personality = softswitch.TrimCommodity
+	default:
+		return fmt.Errorf("-personality %q: want ndp or commodity", *personality)
+	}
+	if *dataDSCP > 63 || *ctlDSCP > 63 || *trimDSCP > 63 || *ndpPort == 0 || *ndpPort > 65535 {
+		return fmt.Errorf("a DSCP above 63 or -ndp-port %s out of range", strconv.FormatUint(uint64(*ndpPort), 10))
+	}
+	if *verbose {
+		l, err := zap.NewDevelopment()
+		if err != nil {
+			return err
+		}
+		cfg.Logger = l
+	}
+	sw, err := softswitch.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer sw.Close()
+	done := make(chan error, 1)
+	go func() { done <- sw.Run() }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	fmt.Fprintf(os.Stderr, "ndpswitch: switching %s at %s b/s per port (%s trimming); Ctrl-C to stop\n", strings.Join(cfg.Ports, ","), *rate, *personality)
+	var tick <-chan time.Time
+	if *statsEvery > 0 {
+		t := time.NewTicker(*statsEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for {
+		select {
+		case <-tick:
+			if err := enc.Encode(sw.Stats()); err != nil {
+				return err
+			}
+		case <-sig:
+			if err := sw.Close(); err != nil {
+				return err
+			}
+			return enc.Encode(sw.Stats())
+		case err := <-done:
+			return err
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package softswitch
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"go.uber.org/zap"
+)
+
+// Personality says how the switch trims.
+type Personality uint8
+
+const (
+	// TrimNDP is the NDP-aware switch of the paper (NetFPGA, P4): internal/fabric's
+	// port, which parses NDP headers, sets NDP's trimmed flag and returns headers to
+	// their sender when the header queue overflows. The zero value.
+	TrimNDP Personality = iota
+	// TrimCommodity is packet trimming as shipping switches do it (SAI packet
+	// trimming, Spectrum): the switch knows nothing of NDP. A frame whose DSCP is
+	// DataDSCP and that finds the data queue full is cut to TrimSize bytes, its
+	// DSCP is rewritten to TrimDSCP and it leaves on the high-priority queue;
+	// frames whose DSCP is ControlDSCP or TrimDSCP use the high-priority queue.
+	TrimCommodity
+)
+
+func (p Personality) String() string {
+	switch p {
+	case TrimNDP:
+		return "ndp"
+	case TrimCommodity:
+		return "commodity"
+	}
+	return fmt.Sprintf("Personality(%d)", uint8(p))
+}
+
+// Config configures a Switch. Zero values select the documented defaults.
+type Config struct {
+	// Ports are the interfaces to join, looked up in the calling thread's network
+	// namespace. At least two.
+	Ports []string
+	// Rate is every port's emulated line rate in bits per second: a frame of n bytes
+	// occupies its output link for n*8/Rate (Ethernet preamble, FCS and gap are not
+	// counted, as the stacks' pacers do not count them). Zero means 10 Gb/s.
+	Rate int64
+	// Fabric configures the NDP queues of every port (TrimNDP): the paper's 8-packet
+	// data queue, header queue and WRR 10:1 by default. Its Seed is offset by the port
+	// number.
+	Fabric fabric.Config
+	// OtherQueue is the depth in frames of the drop-tail queue that holds every frame
+	// that is not NDP (kernel TCP, ARP, ICMP). Zero means 100.
+	OtherQueue int
+	// OtherECN marks ECN CE on ECN-capable frames that arrive to a drop-tail queue
+	// holding at least OtherECN frames (DCTCP's K). Zero means no marking.
+	OtherECN int
+	// NDPPort is the UDP destination port of NDP frames. Zero means 6420.
+	NDPPort uint16
+	// Personality chooses NDP-aware or commodity trimming. Zero is TrimNDP.
+	Personality Personality
+	// Commodity configures TrimCommodity.
+	Commodity CommodityConfig
+	// Horizon is how far ahead of a frame's emulated departure time the switch may
+	// hand it to its output veth, so that one wakeup sends a batch. Zero means 20 µs.
+	Horizon time.Duration
+	// Spin is how long the loop keeps polling after its last frame before it sleeps
+	// in ppoll(2). Zero means 20 µs; negative means never spin.
+	Spin time.Duration
+	// Logger receives setup and teardown logs (never per-packet). Nil means none.
+	Logger *zap.Logger
+}
+
+// CommodityConfig is the commodity personality's trimming (SAI packet trimming).
+type CommodityConfig struct {
+	// TrimSize is the length a trimmed frame is cut to, in bytes. Zero means 128.
+	TrimSize int
+	// DataDSCP marks trim-eligible frames. Zero means 10 (AF11).
+	DataDSCP uint8
+	// ControlDSCP marks frames for the high-priority queue. Zero means 46 (EF).
+	ControlDSCP uint8
+	// TrimDSCP is written into a trimmed frame. Zero means 46.
+	TrimDSCP uint8
+}
+
+// ErrConfig is returned (wrapped) for an invalid Config.
+var ErrConfig = errors.New("softswitch: invalid config")
+
+func (c *Config) populate() {
+	if c.Rate == 0 {
+		c.Rate = 10e9
+	}
+	if c.OtherQueue == 0 {
+		c.OtherQueue = 100
+	}
+	if c.NDPPort == 0 {
+		c.NDPPort = 6420
+	}
+	if c.Horizon == 0 {
+		c.Horizon = 20 * time.Microsecond
+	}
+	if c.Spin == 0 {
+		c.Spin = 20 * time.Microsecond
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	cc := &c.Commodity
+	if cc.TrimSize == 0 {
+		cc.TrimSize = 128
+	}
+	if cc.DataDSCP == 0 {
+		cc.DataDSCP = 10
+	}
+	if cc.ControlDSCP == 0 {
+		cc.ControlDSCP = 46
+	}
+	if cc.TrimDSCP == 0 {
+		cc.TrimDSCP = 46
+	}
+}
+
+func (c *Config) validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	switch {
+	case len(c.Ports) < 2:
+		return bad("%d ports, want at least 2", len(c.Ports))
+	case len(c.Ports) > maxPorts:
+		return bad("%d ports, at most %d", len(c.Ports), maxPorts)
+	case c.Rate < 1e6 || c.Rate > 400e9:
+		return bad("Rate %d b/s, want 1M..400G", c.Rate)
+	case c.OtherQueue < 1 || c.OtherQueue > 100000:
+		return bad("OtherQueue %d, want 1..100000", c.OtherQueue)
+	case c.OtherECN < 0:
+		return bad("OtherECN %d < 0", c.OtherECN)
+	case c.Personality > TrimCommodity:
+		return bad("unknown Personality %d", c.Personality)
+	case c.Horizon < 0 || c.Horizon > time.Millisecond:
+		return bad("Horizon %v, want 0..1ms", c.Horizon)
+	case c.Commodity.TrimSize < 64 || c.Commodity.TrimSize > 1500:
+		return bad("Commodity.TrimSize %d, want 64..1500", c.Commodity.TrimSize)
+	case c.Commodity.DataDSCP > 63 || c.Commodity.ControlDSCP > 63 || c.Commodity.TrimDSCP > 63:
+		return bad("a DSCP value above 63")
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Ports {
+		if p == "" || seen[p] {
+			return bad("port %q empty or listed twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+// maxPorts bounds the port count (a MAC table entry is a uint8).
+const maxPorts = 64

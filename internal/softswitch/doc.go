@@ -1,0 +1,41 @@
+// Package softswitch is the software switch of cmd/ndpswitch: it joins N veth
+// ports over AF_XDP (one socket per port, copy mode on veth, a program that steers
+// every frame to it) and runs the NDP switch discipline of internal/fabric, the
+// code the simulator runs, on real frames, so NDP meets a shallow trimming buffer
+// and kernel TCP meets a drop-tail one on a veth testbed.
+//
+// One Run loop on a locked OS thread owns everything:
+//
+//	port i RX ring ──Receive(64)──▶ ingress: learn source MAC, look up destination
+//	                                 │ (broadcast, multicast, unknown: flood)
+//	                                 ▼ copy into a queue buffer (pool, no allocation)
+//	   NDP frame (IPv4/UDP to NDPPort)       any other frame (TCP, ARP, ICMP)
+//	   fabric.Port of the output port:       drop-tail queue of OtherQueue frames,
+//	   8-packet data queue, header queue,    ECN CE at OtherECN frames (DCTCP K)
+//	   trim, return to sender (bounced headers are queued toward their sender)
+//	                                 │
+//	                 depart: the output port's emulated link clock `next`
+//	                 advances by len*8/Rate per frame; the two classes alternate
+//	                                 ▼
+//	port j TX ring ◀──Transmit──── frames due by now+Horizon (copied into UMEM)
+//
+// The emulated rate is what makes the queues real: a frame stays in its output
+// queue until the emulated link would have sent it, so a K-to-1 incast at 1 Gb/s
+// fills the receiver's 8-packet port exactly as on a 1 Gb/s switch, however fast
+// the veth is. Departures within Horizon (20 µs) of now go in one batch; a
+// late wakeup catches up by at most one Horizon. Idle, the loop spins Spin (20 µs)
+// and then sleeps in ppoll(2) on every port's socket until the next departure is
+// due.
+//
+// The commodity personality (TrimCommodity) replaces fabric.Port by a queue that
+// classifies by DSCP only and, on a failed admission, cuts the frame to TrimSize
+// bytes and rewrites its DSCP, as SAI packet trimming does.
+//
+// The switch answers nothing itself (no ARP, no ICMP). Malformed frames are
+// counted and dropped; a port whose socket fails (its interface was removed) is
+// taken out of service and the others keep switching. Stats are published by the
+// loop at most every millisecond while busy and whenever it goes idle.
+//
+// Star builds K hosts on one switch on an internal/testbed testbed and starts it;
+// the testbed stops it before deleting the namespaces.
+package softswitch

@@ -1,0 +1,262 @@
+package softswitch
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ndpstack/ndpstack/afxdp"
+	"github.com/ndpstack/ndpstack/ndp"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// Switch joins veth ports through AF_XDP sockets (one per port, copy mode on
+// veth) and runs core on one locked OS thread (Run).
+type Switch struct {
+	cfg   Config
+	ports []*afxdp.Port
+	core  *core
+	start time.Time
+	log   *zap.Logger
+
+	stop    atomic.Bool
+	running sync.WaitGroup
+
+	mu  sync.Mutex // guards pub
+	pub Stats
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Batch sizes of one receive and one transmit call.
+const (
+	rxBatch = 64
+	txBatch = 64
+	// maxSleep bounds one ppoll: how long Close may wait for Run to notice.
+	maxSleep = 20 * time.Millisecond
+	// pubEvery is how often a busy loop publishes its counters for Stats.
+	pubEvery = ndp.Time(time.Millisecond)
+)
+
+// Open opens an AF_XDP socket on every port with a program that steers every
+// frame to it, and returns the switch, not yet running. It must run on a thread
+// inside the ports' network namespace (testbed.Namespace.Do).
+func Open(cfg Config) (*Switch, error) {
+	cfg.Ports = append([]string(nil), cfg.Ports...)
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c, err := newCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Switch{cfg: cfg, core: c, log: cfg.Logger}
+	for _, name := range cfg.Ports {
+		p, err := afxdp.Open(afxdp.Config{
+			Interface: name, SteerAll: true, NumFrames: 2048, RingSize: 512,
+			// Native XDP on the switch's veth end turns GSO off on the host's end
+			// (veth_fix_features): the host's kernel TCP then sends MTU-sized
+			// frames the switch can queue, as it would toward a real switch.
+			Attach: afxdp.AttachNative, Logger: cfg.Logger,
+		})
+		if err != nil {
+			s.closePorts()
+			return nil, fmt.Errorf("softswitch: port %s: %w", name, err)
+		}
+		s.ports = append(s.ports, p)
+	}
+	s.core.stats(&s.pub)
+	return s, nil
+}
+
+// Run switches frames until Close. It locks its goroutine to an OS thread.
+func (s *Switch) Run() error {
+	s.running.Add(1)
+	defer s.running.Done()
+	if s.stop.Load() {
+		return afxdp.ErrClosed
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// Wakeups at emulated departure times want microseconds, not the default
+	// 50 µs timer slack.
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
+	s.start = time.Now()
+	var (
+		rx       = make([]afxdp.Desc, rxBatch)
+		tx       = make([]afxdp.Desc, txBatch)
+		out      = make([][]byte, 0, 4*txBatch)
+		fds      = make([]unix.PollFd, len(s.ports))
+		lastBusy ndp.Time
+		lastPub  ndp.Time
+		spin     = ndp.Time(s.cfg.Spin)
+		horizon  = ndp.Time(s.cfg.Horizon)
+	)
+	for !s.stop.Load() {
+		now := s.now()
+		busy := false
+		for i, p := range s.ports {
+			if s.core.ports[i].down {
+				continue
+			}
+			q, u := p.Queues()[0], p.UMEM()
+			n := q.Receive(rx)
+			if n == 0 {
+				continue
+			}
+			busy = true
+			for _, d := range rx[:n] {
+				s.core.ingress(i, u.Bytes(d), now)
+			}
+			_, _ = u.Release(rx[:n]) // frames from Receive: cannot be refused
+		}
+		for i := range s.ports {
+			if s.core.ports[i].down {
+				continue
+			}
+			if t, ok := s.core.due(i); !ok || t > now+horizon {
+				continue
+			}
+			out = s.core.depart(i, now, out[:0])
+			if len(out) > 0 {
+				busy = true
+				s.transmit(i, out, tx, now)
+			}
+		}
+		if busy {
+			lastBusy = now
+			if now-lastPub > pubEvery {
+				s.publish()
+				lastPub = now
+			}
+			continue
+		}
+		if spin > 0 && now-lastBusy < spin {
+			continue
+		}
+		s.publish()
+		lastPub = now
+		s.sleep(fds, now)
+	}
+	s.publish()
+	return nil
+}
+
+// transmit copies the departing frames into port i's UMEM frames and puts them
+// on its TX ring; what the veth refuses is counted and dropped (the emulated
+// link already sent it). Every queue buffer goes back to the pool.
+func (s *Switch) transmit(i int, out [][]byte, tx []afxdp.Desc, now ndp.Time) {
+	p, o := s.ports[i], s.core.ports[i]
+	q, u := p.Queues()[0], p.UMEM()
+	for len(out) > 0 {
+		m := min(len(out), len(tx))
+		k := u.Alloc(tx[:m])
+		for j := 0; j < k; j++ {
+			tx[j].Len = uint32(copy(u.Buffer(tx[j]), out[j]))
+			o.st.TxBytes += uint64(tx[j].Len)
+		}
+		sent, err := q.Transmit(tx[:k])
+		if sent < k {
+			_, _ = u.Release(tx[sent:k])
+		}
+		o.st.TxFrames += uint64(sent)
+		o.st.TxDropped += uint64(m - sent)
+		for _, f := range out[:m] {
+			s.core.put(f)
+		}
+		out = out[m:]
+		if err != nil {
+			s.log.Warn("softswitch: port transmit failed; taking it out of service", zap.String("port", o.name), zap.Error(err))
+			s.core.setDown(i, now)
+			for _, f := range out {
+				s.core.put(f)
+			}
+			return
+		}
+	}
+}
+
+// sleep waits in ppoll(2) for a frame on any port, until the earliest queued
+// departure is due (less the horizon) or maxSleep. A port whose socket reports an
+// error (its interface was removed) is taken out of service.
+func (s *Switch) sleep(fds []unix.PollFd, now ndp.Time) {
+	wait := ndp.Time(maxSleep)
+	for i := range s.ports {
+		if t, ok := s.core.due(i); ok {
+			wait = min(wait, t-s.cfg.horizonTime()-now)
+		}
+	}
+	if wait <= 0 {
+		return
+	}
+	fds = fds[:0]
+	for i, p := range s.ports {
+		if !s.core.ports[i].down {
+			fds = append(fds, unix.PollFd{Fd: int32(p.Queues()[0].FD()), Events: unix.POLLIN})
+		}
+	}
+	ts := unix.NsecToTimespec(int64(wait))
+	n, err := unix.Ppoll(fds, &ts, nil)
+	if err != nil || n == 0 {
+		return
+	}
+	for _, fd := range fds {
+		if fd.Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) == 0 {
+			continue
+		}
+		for i, p := range s.ports {
+			if int32(p.Queues()[0].FD()) == fd.Fd {
+				s.log.Warn("softswitch: port socket error; taking it out of service", zap.String("port", s.cfg.Ports[i]))
+				s.core.setDown(i, now)
+			}
+		}
+	}
+}
+
+func (c *Config) horizonTime() ndp.Time { return ndp.Time(c.Horizon) }
+
+func (s *Switch) now() ndp.Time { return ndp.Time(time.Since(s.start)) }
+
+func (s *Switch) publish() {
+	s.mu.Lock()
+	s.core.stats(&s.pub)
+	s.mu.Unlock()
+}
+
+// Stats returns the counters as of Run's last publication: at most about a
+// millisecond old while frames flow, current once the switch is idle.
+func (s *Switch) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.pub
+	st.Ports = append([]PortStats(nil), s.pub.Ports...)
+	return st
+}
+
+// Config returns the configuration with defaults filled in.
+func (s *Switch) Config() Config { return s.cfg }
+
+// Close stops Run (within maxSleep), then closes every port's socket and
+// program. Idempotent.
+func (s *Switch) Close() error {
+	s.closeOnce.Do(func() {
+		s.stop.Store(true)
+		s.running.Wait()
+		s.closeErr = s.closePorts()
+	})
+	return s.closeErr
+}
+
+func (s *Switch) closePorts() error {
+	var errs []error
+	for _, p := range s.ports {
+		errs = append(errs, p.Close())
+	}
+	return errors.Join(errs...)
+}
