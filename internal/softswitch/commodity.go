@@ -135,5 +135,5 @@ func (p *commodityPort) Dequeue(ndp.Time) ([]byte, bool) {
 	return f, true
 }
 
-func (p *commodityPort) Empty() bool          { return p.data.len() == 0 && p.hi.len() == 0 }
+func (p *commodityPort) Empty() bool         { return p.data.len() == 0 && p.hi.len() == 0 }
 func (p *commodityPort) Stats() fabric.Stats { return p.st }

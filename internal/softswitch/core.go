@@ -34,16 +34,16 @@ type PortStats struct {
 
 // Stats are the switch's counters.
 type Stats struct {
-	RxFrames   uint64 `json:"rx_frames"`
-	Malformed  uint64 `json:"malformed"`   // shorter than an Ethernet header
-	Oversize   uint64 `json:"oversize"`    // longer than a queue buffer
-	Flooded    uint64 `json:"flooded"`     // frames sent to every other port (broadcast, unknown)
-	Hairpin    uint64 `json:"hairpin"`     // destination on the port the frame came from: dropped
-	NoBuffer   uint64 `json:"no_buffer"`   // no queue buffer left: dropped
-	Unroutable uint64 `json:"unroutable"`  // a return-to-sender header toward an unknown MAC
-	Trimmed    uint64 `json:"trimmed"`     // summed over ports
-	Bounced    uint64 `json:"bounced"`     // summed over ports
-	NDPDropped uint64 `json:"ndp_dropped"` // summed over ports
+	RxFrames   uint64      `json:"rx_frames"`
+	Malformed  uint64      `json:"malformed"`   // shorter than an Ethernet header
+	Oversize   uint64      `json:"oversize"`    // longer than a queue buffer
+	Flooded    uint64      `json:"flooded"`     // frames sent to every other port (broadcast, unknown)
+	Hairpin    uint64      `json:"hairpin"`     // destination on the port the frame came from: dropped
+	NoBuffer   uint64      `json:"no_buffer"`   // no queue buffer left: dropped
+	Unroutable uint64      `json:"unroutable"`  // a return-to-sender header toward an unknown MAC
+	Trimmed    uint64      `json:"trimmed"`     // summed over ports
+	Bounced    uint64      `json:"bounced"`     // summed over ports
+	NDPDropped uint64      `json:"ndp_dropped"` // summed over ports
 	Ports      []PortStats `json:"ports"`
 }
 
