@@ -357,10 +357,13 @@ func (e *Endpoint) Readable(h Handle) int {
 
 // Abort resets the connection: the peer is told (RESET) and fails with
 // ErrConnReset; locally EventClosed carries ErrClosed.
-func (e *Endpoint) Abort(h Handle, now Time) {
+func (e *Endpoint) Abort(h Handle, now Time) { e.AbortCode(h, now, ResetAbort) }
+
+// AbortCode is Abort telling the peer why: it fails with code.Err().
+func (e *Endpoint) AbortCode(h Handle, now Time, code ResetCode) {
 	e.now = max(e.now, now)
 	if c := e.conn(h); c != nil && !c.closed {
-		e.closeConn(c, ErrClosed, now, true, ResetAbort)
+		e.closeConn(c, ErrClosed, now, true, code)
 	}
 }
 

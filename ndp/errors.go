@@ -39,6 +39,10 @@ var (
 	ErrDeadlineUnmeetable = errors.New("ndp: deadline unmeetable")
 	// ErrTimeout: the peer stopped answering (too many consecutive RTOs).
 	ErrTimeout = errors.New("ndp: connection timed out")
+	// ErrMessageTooLarge: the peer's message server refused the message
+	// this connection sent: it is over the server's size limit (RESET
+	// code ResetTooLarge).
+	ErrMessageTooLarge = errors.New("ndp: message too large for the receiver")
 	// ErrClosed: the handle is invalid, released, or the connection was
 	// closed locally (Abort); also returned by Write after CloseWrite.
 	ErrClosed = errors.New("ndp: use of closed connection")

@@ -120,6 +120,7 @@ const (
 	ResetRefused  ResetCode = 1 // no listener or table full -> ErrConnRefused
 	ResetDeadline ResetCode = 2 // deadline unmeetable (Quench) -> ErrDeadlineUnmeetable
 	ResetTimeout  ResetCode = 3 // sender gave up -> ErrTimeout
+	ResetTooLarge ResetCode = 4 // the receiver's message server refused a message over its size limit -> ErrMessageTooLarge
 )
 
 // Err maps a reset code to the error the receiving application sees.
@@ -131,6 +132,8 @@ func (c ResetCode) Err() error {
 		return ErrDeadlineUnmeetable
 	case ResetTimeout:
 		return ErrTimeout
+	case ResetTooLarge:
+		return ErrMessageTooLarge
 	default:
 		return ErrConnReset
 	}

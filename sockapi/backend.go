@@ -59,6 +59,9 @@ type backendConn interface {
 	// the end, else reset); abort always resets.
 	close() error
 	abort() error
+	// abortTooLarge resets the connection telling the peer its message was
+	// over the size limit (ErrMessageTooLarge), where the backend can.
+	abortTooLarge() error
 	// remote is the peer's IPv4 address and NDP port; localPort is the
 	// local NDP port (0 when unknown).
 	remote() (netip.Addr, uint16)

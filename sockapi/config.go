@@ -150,27 +150,28 @@ func OpenPipe(cfg Config, a, b netip.Addr) (*Stack, *Stack, error) {
 	}
 	la, lb := engine.NewMemPipe(engine.MemConfig{FrameCap: mtu + 14}, macA, macB)
 	res := engine.StaticResolver{a.As4(): macA, b.As4(): macB}
-	open := func(l engine.Link, ip netip.Addr) (*Stack, error) {
-		c := cfg
-		c.Address = ip
-		ec, err := c.engineConfig(l, res)
-		if err != nil {
-			return nil, err
-		}
-		s, err := engine.New(ec)
-		if err != nil {
-			return nil, err
-		}
-		return newStack(&embedded{s: s}), nil
-	}
-	sa, err := open(la, a)
+	sa, err := openMem(cfg, la, a, res)
 	if err != nil {
 		return nil, nil, err
 	}
-	sb, err := open(lb, b)
+	sb, err := openMem(cfg, lb, b, res)
 	if err != nil {
 		sa.Close()
 		return nil, nil, err
 	}
 	return sa, sb, nil
+}
+
+// openMem opens an embedded stack with address ip on an in-memory link.
+func openMem(cfg Config, l engine.Link, ip netip.Addr, res engine.Resolver) (*Stack, error) {
+	cfg.Address = ip
+	ec, err := cfg.engineConfig(l, res)
+	if err != nil {
+		return nil, err
+	}
+	s, err := engine.New(ec)
+	if err != nil {
+		return nil, err
+	}
+	return newStack(&embedded{s: s}), nil
 }

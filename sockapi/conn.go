@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -105,6 +106,11 @@ type Listener struct {
 	b     backendListener
 	local Addr
 	dl    deadline
+
+	msgMu  sync.Mutex
+	msgCfg MessageConfig // SetMessageConfig
+	msg    *msgServer    // started by the first RecvMessage
+	msgCnt *messageCounters
 }
 
 // Accept implements net.Listener (the net.Conn is a *Conn).
@@ -119,13 +125,21 @@ func (l *Listener) AcceptNDP() (*Conn, error) {
 	return newConn(bc, Addr{IP: l.local.IP, Port: l.b.port()}), nil
 }
 
-// SetDeadline bounds Accept calls (zero: none).
+// SetDeadline bounds Accept and RecvMessage calls (zero: none).
 func (l *Listener) SetDeadline(t time.Time) error { l.dl.set(t); return nil }
 
-// Close implements net.Listener: blocked Accept calls return net.ErrClosed
-// and connections not yet accepted are reset.
+// Close implements net.Listener: blocked Accept and RecvMessage calls
+// return net.ErrClosed; connections not yet accepted, and messages read
+// ahead but not yet handed out by RecvMessage, are reset.
 func (l *Listener) Close() error {
-	if err := l.b.close(); err != nil {
+	err := l.b.close()
+	l.msgMu.Lock()
+	m := l.msg
+	l.msgMu.Unlock()
+	if m != nil {
+		m.close()
+	}
+	if err != nil {
 		return &net.OpError{Op: "close", Net: "ndp", Addr: l.local, Err: err}
 	}
 	return nil

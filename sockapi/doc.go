@@ -33,6 +33,11 @@
 // the receiver reads to EOF. Call sends a request and reads the response
 // (an RPC costs one round trip, no handshake); Listener.RecvMessage and
 // Message.Reply are the server side; SendMessage is one-way.
+// RecvMessage reads many messages at once and hands them out as they
+// complete; what fails for one message (too large, too slow, reset) is
+// reset and counted in Stats.Messages, never a RecvMessage error, and
+// MessageConfig bounds what a listener reads ahead (per message time,
+// messages per listener and per peer).
 //
 // # Hints
 //

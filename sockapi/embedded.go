@@ -46,6 +46,9 @@ func (c embeddedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (
 func (c embeddedConn) closeWrite() error { return c.c.CloseWrite() }
 func (c embeddedConn) close() error      { return c.c.Close() }
 func (c embeddedConn) abort() error      { return c.c.Abort() }
+func (c embeddedConn) abortTooLarge() error {
+	return c.c.AbortCode(ndp.ResetTooLarge)
+}
 func (c embeddedConn) remote() (netip.Addr, uint16) {
 	r := c.c.Remote()
 	return netip.AddrFrom4(r.IP), r.Port

@@ -42,8 +42,13 @@ var (
 	ErrResolverBusy = errors.New("sockapi: ndpd resolver busy")
 	// ErrInvalidConfig wraps every Config validation failure.
 	ErrInvalidConfig = errors.New("sockapi: invalid config")
-	// ErrMessageTooLarge: CallInto's response buffer is too small.
-	ErrMessageTooLarge = errors.New("sockapi: message larger than the buffer")
+	// ErrMessageTooLarge: a message is larger than its receiver takes:
+	// CallInto's response buffer is too small, or (Call, SendMessage, a
+	// Conn's Read or Write) the server's message server reset the
+	// message for being over its MessageConfig.MaxSize. A server attached
+	// to ndpd resets such a message without the reason: its client sees
+	// ErrConnReset.
+	ErrMessageTooLarge = ndp.ErrMessageTooLarge
 	// ErrStatsUnavailable: Stack.Stats on a stack attached to an ndpd
 	// whose transport keeps no counters.
 	ErrStatsUnavailable = errors.New("sockapi: the daemon reports no stack counters")

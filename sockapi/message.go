@@ -3,6 +3,7 @@ package sockapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -131,25 +132,55 @@ type Message struct {
 	c    *Conn
 }
 
-// RecvMessage accepts the next connection and reads its whole message (up
-// to maxSize bytes; zero means 16 MiB). Answer it with Reply, or Close it.
+// RecvMessage returns the next complete message. Answer it with Reply, or
+// Close it.
+//
+// The first call starts the listener's message server, which reads many
+// messages at once and hands them out in the order they complete, so a
+// slow or stalled sender holds up nobody else (msgserver.go draws it).
+// maxSize bounds a message's size (zero means 16 MiB) unless
+// SetMessageConfig set MaxSize; the first call's value holds for the
+// listener's life, since messages are read ahead of the calls.
+//
+// A failure that belongs to one message is never RecvMessage's error: a
+// message over the size limit, one not complete within
+// MessageConfig.ReadTimeout, one whose sender reset it or stopped
+// answering, and one from a peer that has MessageConfig.MaxPendingPerPeer
+// messages pending already are reset (the sender of an oversized message
+// sees ErrMessageTooLarge) and counted in Stack.Stats().Messages. A
+// server loop can therefore end on any RecvMessage error: it returns one
+// only when the listener was closed (net.ErrClosed), the stack was closed
+// (ErrStackClosed) or its ndpd is gone (ErrDaemonGone), or the listener's
+// deadline (SetDeadline) passed (os.ErrDeadlineExceeded).
+//
+// Accept and RecvMessage on one listener do not mix: once RecvMessage ran,
+// the message server takes every connection.
 func (l *Listener) RecvMessage(maxSize int) (*Message, error) {
-	if maxSize <= 0 {
-		maxSize = 16 << 20
+	l.msgMu.Lock()
+	m := l.msg
+	if m == nil {
+		cfg := l.msgCfg
+		cfg.populate(maxSize)
+		m = newMsgServer(l, cfg)
+		l.msg = m
 	}
-	c, err := l.AcceptNDP()
-	if err != nil {
-		return nil, err
+	l.msgMu.Unlock()
+	return m.next(l.dl.wait())
+}
+
+// SetMessageConfig sets the bounds of the listener's message server. It
+// must be called before the first RecvMessage (ErrInvalidConfig after).
+func (l *Listener) SetMessageConfig(cfg MessageConfig) error {
+	l.msgMu.Lock()
+	defer l.msgMu.Unlock()
+	if l.msg != nil {
+		return fmt.Errorf("%w: SetMessageConfig after RecvMessage", ErrInvalidConfig)
 	}
-	data, err := io.ReadAll(io.LimitReader(c, int64(maxSize)+1))
-	if err == nil && len(data) > maxSize {
-		err = ErrMessageTooLarge
+	if cfg.MaxSize < 0 || cfg.ReadTimeout < 0 || cfg.MaxPending < 0 || cfg.MaxPendingPerPeer < 0 {
+		return fmt.Errorf("%w: negative MessageConfig field: %+v", ErrInvalidConfig, cfg)
 	}
-	if err != nil {
-		c.Abort()
-		return nil, err
-	}
-	return &Message{Data: data, From: c.remote, c: c}, nil
+	l.msgCfg = cfg
+	return nil
 }
 
 // Reply sends resp as the response message and closes the connection.

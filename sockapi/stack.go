@@ -13,6 +13,7 @@ import (
 type Stack struct {
 	b    backend
 	addr netip.Addr
+	msg  messageCounters // message servers' (RecvMessage) counters
 }
 
 func newStack(b backend) *Stack { return &Stack{b: b, addr: b.localAddr()} }
@@ -65,7 +66,7 @@ func (s *Stack) Listen(port uint16) (*Listener, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "ndp", Addr: Addr{IP: s.addr, Port: port}, Err: err}
 	}
-	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, dl: makeDeadline()}, nil
+	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, dl: makeDeadline(), msgCnt: &s.msg}, nil
 }
 
 // applyDialOptions resolves opts. Only a call that passes options pays for

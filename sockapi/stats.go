@@ -20,6 +20,9 @@ type Stats struct {
 	// Link is the interface queue's (AF_XDP socket's) counters; zero for
 	// stacks over an in-memory pipe.
 	Link LinkStats
+	// Messages is what this Stack's message servers (RecvMessage) did:
+	// messages handed out, and those reset for one reason or another.
+	Messages MessageStats
 
 	Polls         uint64 // engine batches run
 	Wakeups       uint64 // times a poller slept and woke
@@ -44,7 +47,14 @@ type LinkStats struct {
 // stack attached to ndpd reports the daemon's stack, which every
 // application attached to that ndpd shares (the same numbers as `ndpd
 // status`), or ErrStatsUnavailable if the daemon has none to give.
-func (s *Stack) Stats() (Stats, error) { return s.b.stats() }
+//
+// Stats.Messages are this Stack's own (its listeners' RecvMessage), also
+// when the daemon reports no counters (ErrStatsUnavailable).
+func (s *Stack) Stats() (Stats, error) {
+	st, err := s.b.stats()
+	st.Messages = s.msg.snapshot()
+	return st, err
+}
 
 func statsFromEngine(st engine.Stats) Stats {
 	l := st.Link

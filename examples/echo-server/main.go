@@ -57,6 +57,9 @@ func main() {
 		l.Close()
 	}()
 	for {
+		// RecvMessage fails only when the listener or the stack is
+		// closed: an oversized, stalled or reset message is reset and
+		// counted in s.Stats().Messages, not returned.
 		m, err := l.RecvMessage(1 << 20)
 		if err != nil {
 			log.Printf("stopping: %v", err)

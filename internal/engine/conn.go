@@ -255,15 +255,20 @@ func (c *Conn) Err() error {
 // is acknowledged; otherwise it is reset, as TCP does on close with unread
 // data.
 func (c *Conn) Close() error {
-	return c.close(false)
+	return c.close(false, ndp.ResetAbort)
 }
 
 // Abort resets the connection at once (the peer sees a reset) and releases it.
 func (c *Conn) Abort() error {
-	return c.close(true)
+	return c.close(true, ndp.ResetAbort)
 }
 
-func (c *Conn) close(abort bool) error {
+// AbortCode is Abort telling the peer why (its calls fail with code.Err()).
+func (c *Conn) AbortCode(code ndp.ResetCode) error {
+	return c.close(true, code)
+}
+
+func (c *Conn) close(abort bool, code ndp.ResetCode) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,7 +280,7 @@ func (c *Conn) close(abort bool) error {
 	now := s.clock()
 	switch {
 	case abort && !c.closed:
-		s.ep.Abort(c.h, now)
+		s.ep.AbortCode(c.h, now, code)
 	case !c.closed && s.ep.Readable(c.h) == 0:
 		if _, err := s.ep.Read(c.h, nil); err == nil {
 			// Nothing unread but the peer's stream has not ended: close

@@ -41,6 +41,7 @@ type MemLink struct {
 	cfg  MemConfig
 	in   *memQueue // frames to this end
 	peer *MemLink
+	hub  map[[6]byte]*MemLink // NewMemHub: the ends frames go to, by destination MAC
 
 	txBufs  [][]byte // AllocTx buffers, reused
 	nalloc  int      // handed out since the last Transmit
@@ -71,6 +72,21 @@ func NewMemPipe(cfg MemConfig, macA, macB [6]byte) (*MemLink, *MemLink) {
 	b := newMemLink(cfg, macB)
 	a.peer, b.peer = b, a
 	return a, b
+}
+
+// NewMemHub returns n ends of an in-memory switch, one per MAC in macs: a
+// frame goes to the end its destination MAC names (frames for other MACs
+// are dropped). For tests with more than two stacks.
+func NewMemHub(cfg MemConfig, macs ...[6]byte) []*MemLink {
+	cfg.populate()
+	hub := make(map[[6]byte]*MemLink, len(macs))
+	links := make([]*MemLink, len(macs))
+	for i, mac := range macs {
+		links[i] = newMemLink(cfg, mac)
+		links[i].hub = hub
+		hub[mac] = links[i]
+	}
+	return links
 }
 
 func newMemLink(cfg MemConfig, mac [6]byte) *MemLink {
@@ -142,7 +158,31 @@ func (l *MemLink) Transmit(frames [][]byte) error {
 	if len(frames) == 0 || l.closed.Load() {
 		return nil
 	}
-	p := l.peer
+	if l.hub == nil {
+		l.deliver(l.peer, frames)
+		return nil
+	}
+	for i := 0; i < len(frames); { // runs of frames to one end, one lock each
+		dst := memDst(frames[i])
+		j := i + 1
+		for j < len(frames) && memDst(frames[j]) == dst {
+			j++
+		}
+		if p := l.hub[dst]; p != nil {
+			l.deliver(p, frames[i:j])
+		}
+		i = j
+	}
+	return nil
+}
+
+func memDst(f []byte) (mac [6]byte) {
+	copy(mac[:], f)
+	return mac
+}
+
+// deliver copies frames into p's queue.
+func (l *MemLink) deliver(p *MemLink, frames [][]byte) {
 	q := p.in
 	q.mu.Lock()
 	size := len(q.slots)
@@ -160,7 +200,6 @@ func (l *MemLink) Transmit(frames [][]byte) error {
 	case q.ready <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 // Wait implements Link.
