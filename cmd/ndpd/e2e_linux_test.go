@@ -34,7 +34,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if mode := os.Getenv("NDPD_E2E_HELPER"); mode != "" {
+	if mode := os.Getenv("NDPD_E2E_HELPER"); mode == "msgserve" {
+		os.Exit(msgServeMain())
+	} else if mode != "" {
 		os.Exit(helperMain(mode))
 	}
 	code := m.Run()
