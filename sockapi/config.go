@@ -89,6 +89,16 @@ type Config struct {
 	NoBackgroundPoller bool
 	// Logger receives setup and teardown logs. Nil means none.
 	Logger *zap.Logger
+	// CaptureFile, if set, is a pcapng file Open writes every frame the
+	// stack sends and receives to (interface 0 "rx", 1 "tx"), through a
+	// bounded buffer a writer goroutine drains: the stack never waits for
+	// the disk, and frames that find the buffer full are dropped from the
+	// capture (not from the network). contrib/wireshark/ndp.lua decodes
+	// the NDP header. Ignored by OpenPipe. Empty means no capture.
+	CaptureFile string
+	// CaptureMaxBytes bounds the capture file: capture stops when the
+	// next frame would take it past this size. Zero means 64 MiB.
+	CaptureMaxBytes int64
 }
 
 func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Config, error) {

@@ -2,8 +2,10 @@ package sockapi
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 
+	"github.com/ndpstack/ndpstack/internal/capture"
 	"github.com/ndpstack/ndpstack/internal/engine"
 	"github.com/ndpstack/ndpstack/ndp"
 )
@@ -12,7 +14,8 @@ import (
 // process: calls go straight to the engine, and the goroutine that waits
 // drives it.
 type embedded struct {
-	s *engine.Stack
+	s       *engine.Stack
+	capture *capture.Writer // nil: no capture (Config.CaptureFile)
 }
 
 func (e *embedded) dial(ctx context.Context, ip netip.Addr, port uint16, o dialOptions) (backendConn, error) {
@@ -35,7 +38,15 @@ func (e *embedded) listen(port uint16, backlog int) (backendListener, error) {
 
 func (e *embedded) localAddr() netip.Addr { return netip.AddrFrom4(e.s.LocalAddr().IP) }
 func (e *embedded) now() int64            { return int64(e.s.Now()) }
-func (e *embedded) close() error          { return e.s.Close() }
+func (e *embedded) close() error {
+	err := e.s.Close()
+	if e.capture != nil {
+		if cerr := e.capture.Close(); err == nil && !errors.Is(cerr, capture.ErrClosed) {
+			err = cerr
+		}
+	}
+	return err
+}
 
 type embeddedConn struct{ c *engine.Conn }
 

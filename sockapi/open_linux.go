@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/ndpstack/ndpstack/internal/capture"
 	"github.com/ndpstack/ndpstack/internal/engine"
 )
 
@@ -34,15 +35,27 @@ func Open(cfg Config) (*Stack, error) {
 		link.Close()
 		return nil, err
 	}
+	var cw *capture.Writer
+	if cfg.CaptureFile != "" {
+		if cw, err = capture.Create(cfg.CaptureFile, capture.Config{MaxBytes: cfg.CaptureMaxBytes, Name: cfg.Interface}); err != nil {
+			link.Close()
+			res.Close()
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
 	ec, err := cfg.engineConfig(link, res)
 	if err == nil {
+		ec.Capture = cw
 		var s *engine.Stack
 		if s, err = engine.New(ec); err == nil {
-			return newStack(&embedded{s: s}), nil
+			return newStack(&embedded{s: s, capture: cw}), nil
 		}
 	}
 	link.Close()
 	res.Close()
+	if cw != nil {
+		cw.Close()
+	}
 	return nil, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"sync"
@@ -48,8 +49,9 @@ type incastOpts struct {
 	servers int
 	size    int
 	rounds  int
-	mtu     int   // every veth's MTU; 0 = kernel default (1500)
-	rate    int64 // NDP pull pacer rate, bits/s
+	mtu     int    // every veth's MTU; 0 = kernel default (1500)
+	rate    int64  // NDP pull pacer rate, bits/s
+	pcap    string // directory for one pcapng capture per NDP stack ("": none)
 	json    bool
 	prof    profileFlags // over the NDP rounds
 }
@@ -63,6 +65,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	mtu := fs.Int("mtu", 0, "MTU of every veth, 1280..9000 (0: 1500); NDP uses 4 KB UMEM frames above 1778 and at most 3826 of it, kernel TCP all of it")
 	rate := bitRate(10e9)
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
+	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/incast-client.pcapng, DIR/incast-serverN.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
 	prof.register(fs)
@@ -72,7 +75,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	if fs.NArg() > 0 {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), json: *asJSON, prof: prof}
+	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, prof: prof}
 	return o, o.validate()
 }
 
@@ -241,7 +244,15 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}()
 	for i, h := range hosts {
 		err := h.ns.Do(func() (err error) {
-			stacks[i], err = sockapi.Open(sockapi.Config{Interface: h.link.Name, LinkRate: o.rate})
+			cfg := sockapi.Config{Interface: h.link.Name, LinkRate: o.rate}
+			if o.pcap != "" {
+				name := "incast-client.pcapng"
+				if i > 0 {
+					name = fmt.Sprintf("incast-server%d.pcapng", i)
+				}
+				cfg.CaptureFile = filepath.Join(o.pcap, name)
+			}
+			stacks[i], err = sockapi.Open(cfg)
 			return err
 		})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -56,6 +57,7 @@ type rpcOpts struct {
 	clients int    // concurrent client connections (persistent)
 	poll    string
 	spin    time.Duration
+	pcap    string // directory for the NDP stacks' pcapng captures ("": none)
 	json    bool
 }
 
@@ -76,12 +78,16 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
 	poll := fs.String("poll", "", "ndp waiting: busy (spin until done) or adaptive (spin, then sleep on the AF_XDP socket); default busy with --conn new, adaptive (the stack's default) with --conn persistent")
 	spin := fs.Duration("spin", 0, "adaptive mode: how long a waiter spins before sleeping (0: the stack's default, Config.Spin)")
+	pcap := fs.String("pcap", "", "embedded mode: write the NDP client's and server's frames to DIR/rpc-client.pcapng and DIR/rpc-server.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
 	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, conn: *conn, clients: *clients,
-		poll: *poll, spin: *spin, json: *asJSON}
+		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON}
+	if o.pcap != "" && o.mode != "embedded" {
+		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
+	}
 	switch o.conn {
 	case "new":
 		if o.clients != 1 {
@@ -319,9 +325,12 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	v := pair.Veth
 	r := &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
 		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size), poll: o.poll}
-	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr) (s *sockapi.Stack, err error) {
+	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (s *sockapi.Stack, err error) {
 		err = ns.Do(func() error {
 			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
+			if o.pcap != "" {
+				cfg.CaptureFile = filepath.Join(o.pcap, capture)
+			}
 			if o.poll == "adaptive" {
 				cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin // 0: the default
 			}
@@ -331,10 +340,10 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 		return s, err
 	}
 	var err error
-	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr()); err != nil {
+	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr(), "rpc-client.pcapng"); err != nil {
 		return nil, err
 	}
-	if r.server, err = open(pair.B, v.B.Name, v.B.Addr.Addr()); err != nil {
+	if r.server, err = open(pair.B, v.B.Name, v.B.Addr.Addr(), "rpc-server.pcapng"); err != nil {
 		r.client.Close()
 		return nil, err
 	}
@@ -439,11 +448,14 @@ func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
 	v := pair.Veth
 	k := max(o.clients, 1)
 	r := &ndpConnRPC{poll: o.poll, req: rpcBuffers(k, o.size), resp: rpcBuffers(k, o.size), ebuf: rpcBuffers(k, o.size)}
-	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr) (s *sockapi.Stack, err error) {
+	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (s *sockapi.Stack, err error) {
 		err = ns.Do(func() error {
 			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin}
 			if o.poll == "busy" {
 				cfg.PollMode = sockapi.PollBusy
+			}
+			if o.pcap != "" {
+				cfg.CaptureFile = filepath.Join(o.pcap, capture)
 			}
 			s, err = sockapi.Open(cfg)
 			return err
@@ -451,10 +463,10 @@ func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
 		return s, err
 	}
 	var err error
-	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr()); err != nil {
+	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr(), "rpc-client.pcapng"); err != nil {
 		return nil, err
 	}
-	if r.server, err = open(pair.B, v.B.Name, v.B.Addr.Addr()); err != nil {
+	if r.server, err = open(pair.B, v.B.Name, v.B.Addr.Addr(), "rpc-server.pcapng"); err != nil {
 		r.client.Close()
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/capture"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 	"go.uber.org/zap"
@@ -40,6 +41,11 @@ func (m PollMode) String() string {
 type Config struct {
 	// Link is the NIC side. Required. The Stack owns it and closes it.
 	Link Link
+	// Capture, if not nil, receives a copy of every frame the stack
+	// receives and transmits (internal/capture; nil: no capture, at the
+	// cost of one nil check per batch). The caller closes it after
+	// closing the Stack.
+	Capture *capture.Writer
 	// Endpoint configures the NDP endpoint. LocalIP is required; LocalMAC
 	// is taken from the Link; MTU defaults to FrameCap-14 of the Link.
 	Endpoint ndp.Config

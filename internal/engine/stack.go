@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/capture"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 	"go.uber.org/zap"
@@ -218,6 +219,9 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 	n := s.link.Receive(s.rx)
 	if n > 0 {
 		work = true
+		if s.cfg.Capture != nil {
+			s.cfg.Capture.Frames(s.rx[:n], capture.RX)
+		}
 		s.stats.RxFrames += uint64(n)
 		for i := 0; i < n; i++ {
 			if err := s.ep.HandleFrame(s.rx[i], now); err != nil {
@@ -324,6 +328,9 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		}
 		if m > 1 && m <= dataFirstMax {
 			s.dataFirst(m)
+		}
+		if s.cfg.Capture != nil {
+			s.cfg.Capture.Frames(s.tx[:m], capture.TX)
 		}
 		if err := s.link.Transmit(s.tx[:m]); err != nil {
 			s.txFailedLocked(now, err)
