@@ -19,7 +19,7 @@
 local ndp = Proto("ndpstack", "NDP (receiver-driven datacenter transport, ndpstack)")
 
 local types = { [1] = "DATA", [2] = "ACK", [3] = "NACK", [4] = "PULL", [5] = "RESET" }
-local codes = { [0] = "abort", [1] = "refused", [2] = "deadline unmeetable", [3] = "timeout" }
+local codes = { [0] = "abort", [1] = "refused", [2] = "deadline unmeetable", [3] = "timeout", [4] = "message too large" }
 
 local F = ndp.fields
 F.version  = ProtoField.uint8("ndp.version", "Version", base.DEC)
