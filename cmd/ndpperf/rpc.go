@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/chart"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/sockapi"
 	"golang.org/x/sys/unix"
@@ -59,6 +60,7 @@ type rpcOpts struct {
 	spin    time.Duration
 	pcap    string // directory for the NDP stacks' pcapng captures ("": none)
 	json    bool
+	plot    string
 }
 
 const (
@@ -80,11 +82,12 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	spin := fs.Duration("spin", 0, "adaptive mode: how long a waiter spins before sleeping (0: the stack's default, Config.Spin)")
 	pcap := fs.String("pcap", "", "embedded mode: write the NDP client's and server's frames to DIR/rpc-client.pcapng and DIR/rpc-server.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	plotFile := fs.String("plot", "", "also draw every transport's latency CDF to this PNG file")
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
 	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, conn: *conn, clients: *clients,
-		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON}
+		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile}
 	if o.pcap != "" && o.mode != "embedded" {
 		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
 	}
@@ -117,6 +120,11 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	if o.poll != "busy" && o.poll != "adaptive" {
 		return o, fmt.Errorf("--poll %q: want busy or adaptive", o.poll)
 	}
+	if o.plot != "" {
+		if err := chart.CheckName(o.plot); err != nil {
+			return o, fmt.Errorf("--plot: %w", err)
+		}
+	}
 	if *compare != "" {
 		o.compare = strings.Split(*compare, ",")
 	}
@@ -147,12 +155,19 @@ func runRPC(args []string) error {
 	if err != nil {
 		return err
 	}
+	var out rpcOutput
 	if os.Geteuid() != 0 {
-		return rpcSimFallback(o)
+		out, err = rpcSimFallback(o)
+	} else {
+		out, err = rpcTestbed(o)
 	}
-	out, err := rpcTestbed(o)
 	if err != nil {
 		return err
+	}
+	if o.plot != "" {
+		if err := plotLatency(o.plot, fmt.Sprintf("ndpperf rpc: %d-byte RPCs", o.size), out.Results); err != nil {
+			return err
+		}
 	}
 	return printRPC(out, o.json)
 }

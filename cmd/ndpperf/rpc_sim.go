@@ -14,7 +14,7 @@ import (
 // one NDP switch, 10 Gb/s links, 1 µs each) when the process cannot build
 // a veth testbed. It says so on stderr and in the output; the kernel
 // comparisons need the real testbed and are left out.
-func rpcSimFallback(o rpcOpts) error {
+func rpcSimFallback(o rpcOpts) (rpcOutput, error) {
 	fmt.Fprintln(os.Stderr, "ndpperf rpc: not root, so no veth testbed (AF_XDP and namespaces need root);")
 	fmt.Fprintln(os.Stderr, "  running the same NDP RPCs (new connection per RPC) on the simulator instead: real ndp endpoints")
 	fmt.Fprintln(os.Stderr, "  and pull queues, 2 hosts on one NDP switch, 10 Gb/s links with 1 µs delay, virtual time;")
@@ -24,7 +24,7 @@ func rpcSimFallback(o rpcOpts) error {
 		Size: o.size, N: o.n,
 	})
 	if err != nil {
-		return err
+		return rpcOutput{}, err
 	}
 	rtts := make([]time.Duration, len(r.Latencies))
 	for i, l := range r.Latencies {
@@ -34,5 +34,5 @@ func rpcSimFallback(o rpcOpts) error {
 		Results: []latencyResult{summarize("ndp", rtts, 0, "simulator (virtual time), new connection per RPC")},
 		Size:    o.size, Rounds: 1, Setup: "simulator: not root, no testbed",
 	}
-	return printRPC(out, o.json)
+	return out, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
@@ -29,6 +30,8 @@ func TestParseRPCFlags(t *testing.T) {
 		{[]string{"--conn", "persistent", "--mode", "daemon"}, false},
 		{[]string{"--clients", "2"}, false},
 		{[]string{"--conn", "pooled"}, false},
+		{[]string{"--plot", "rpc.png"}, true},
+		{[]string{"--plot", "rpc.svg"}, false},
 	} {
 		_, err := parseRPCFlags("rpc", tc.args, 100)
 		if (err == nil) != tc.ok {
@@ -57,6 +60,12 @@ func TestRPCTestbed(t *testing.T) {
 			}
 		}
 		t.Logf("%s: ndp p50 %.1fµs, xdp %.1fµs, tcp-newconn %.1fµs", poll, out.Results[0].P50us, out.Results[1].P50us, out.Results[3].P50us)
+		// --plot: every transport's CDF in one figure.
+		file := filepath.Join(t.TempDir(), "rpc.png")
+		if err := plotLatency(file, "rpc "+poll, out.Results); err != nil {
+			t.Fatal(err)
+		}
+		checkPNG(t, file)
 	}
 }
 

@@ -75,6 +75,8 @@ type latencyResult struct {
 	N         int     `json:"n"`
 	Lost      int     `json:"lost"`
 	Mode      string  `json:"mode,omitempty"`
+
+	samplesUs []float64 // every round trip in µs, ascending, for --plot
 }
 
 func summarize(transport string, rtts []time.Duration, lost int, mode string) latencyResult {
@@ -94,8 +96,12 @@ func summarize(transport string, rtts []time.Duration, lost int, mode string) la
 	if len(rtts) > 0 {
 		mean = round2(float64(sum) / float64(len(rtts)) / 1e3)
 	}
+	us := make([]float64, len(rtts))
+	for i, r := range rtts {
+		us[i] = float64(r) / 1e3
+	}
 	return latencyResult{Transport: transport, P50us: at(0.50), P90us: at(0.90), P99us: at(0.99), P999us: at(0.999),
-		MeanUs: mean, N: len(rtts), Lost: lost, Mode: mode}
+		MeanUs: mean, N: len(rtts), Lost: lost, Mode: mode, samplesUs: us}
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

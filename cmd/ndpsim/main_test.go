@@ -2,9 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"image"
+	_ "image/png"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/ndpstack/ndpstack/internal/chart"
 )
 
 func TestParseSizeAndRate(t *testing.T) {
@@ -113,5 +118,29 @@ func TestFatTreeCommandsJSON(t *testing.T) {
 	}
 	if err := runIncast([]string{"--topo", "ring"}); err == nil {
 		t.Fatal("an unknown topology was accepted")
+	}
+}
+
+// TestPermutationPlot: `ndpsim permutation --plot FILE` writes a PNG of the
+// figure size as well as its usual output.
+func TestPermutationPlot(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "perm.png")
+	capture(t, func() error {
+		return runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "1MB", "--ecmp", "path", "--json", "--plot", file})
+	})
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, format, err := image.DecodeConfig(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if format != "png" || cfg.Width != chart.Width || cfg.Height != chart.Height {
+		t.Fatalf("%s %dx%d, want png %dx%d", format, cfg.Width, cfg.Height, chart.Width, chart.Height)
+	}
+	if err := runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "100KB", "--plot", filepath.Join(t.TempDir(), "x.svg")}); err == nil {
+		t.Error("--plot to a .svg file succeeded")
 	}
 }

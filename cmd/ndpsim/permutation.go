@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ndpstack/ndpstack/internal/chart"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/ndp"
 )
@@ -15,8 +16,14 @@ func runPermutation(args []string) error {
 	c.register(fs, "10MB")
 	c.topo.register(fs, "fattree")
 	warmup := fs.Duration("warmup", 0, "throughput window opens at this time (0: a tenth of one flow's ideal time)")
+	plotFile := fs.String("plot", "", "also draw every flow's goodput, sorted, to this PNG file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *plotFile != "" {
+		if err := chart.CheckName(*plotFile); err != nil {
+			return err
+		}
 	}
 	star, size, err := c.star()
 	if err != nil {
@@ -32,6 +39,11 @@ func runPermutation(args []string) error {
 	r, err := sim.RunPermutation(sim.PermutationConfig{Clos: *clos, Size: size, Warmup: ndp.Time(*warmup)})
 	if err != nil {
 		return err
+	}
+	if *plotFile != "" {
+		if err := plotPermutation(*plotFile, r); err != nil {
+			return err
+		}
 	}
 	return reportWith(r, r.Result, c.json, func(tw io.Writer) {
 		fmt.Fprintf(tw, "window\t%.1f us .. %.1f us\t(warmup until the first flow completed)\n", r.WindowStartUs, r.WindowEndUs)
