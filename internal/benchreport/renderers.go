@@ -1,0 +1,252 @@
+package benchreport
+
+import "bytes"
+
+// renderers are the tables chosen for the outputs of known commands (Kind).
+// Each takes the keys it shows or deliberately leaves out; Render passes the
+// rest to generic, so a field a benchmark adds later still appears.
+var renderers = map[string]func(*bytes.Buffer, *view){
+	"ndpperf rpc":        latency,
+	"ndpperf pingpong":   latency,
+	"ndpperf incast":     incast,
+	"ndpperf throughput": throughput,
+	"ndpperf priority":   priority,
+	"ndpperf demo":       demo,
+	"ndpperf ring":       ring,
+	"ndpperf pacer":      pacer,
+	"ndpperf xdp-tx":     xdpTx,
+	"ndpsim incast":      simResult,
+	"ndpsim transfer":    simResult,
+	"ndpsim permutation": simResult,
+}
+
+var latencyCols = []col{
+	{key: "transport", label: "transport"},
+	{key: "mode", label: "mode"},
+	{key: "p50_us", label: "p50 µs"},
+	{key: "p90_us", label: "p90 µs"},
+	{key: "p99_us", label: "p99 µs"},
+	{key: "p999_us", label: "p99.9 µs"},
+	{key: "mean_us", label: "mean µs"},
+	{key: "n", label: "RPCs"},
+	{key: "lost", label: "lost"},
+}
+
+// latency: ndpperf rpc and pingpong, one row per transport, then the ratios
+// measured side by side.
+func latency(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "size", label: "request and response bytes"}, {key: "rounds", label: "rounds"},
+		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
+	if r, ok := v.get("results"); ok {
+		rowsTable(b, asArray(r), latencyCols)
+	}
+	if r, ok := v.get("ratios"); ok {
+		if o, ok := r.(Object); ok && len(o) > 0 {
+			var rows [][]string
+			for _, f := range o {
+				rows = append(rows, []string{f.Key, cell(f.Value)})
+			}
+			table(b, []string{"ratio", "value"}, rows)
+		}
+	}
+}
+
+var incastCols = []col{
+	{key: "transport", label: "transport"},
+	{key: "servers", label: "servers"},
+	{key: "size_bytes", label: "bytes per server"},
+	{key: "median_ms", label: "median round ms"},
+	{key: "p90_ms", label: "p90 ms"},
+	{key: "max_ms", label: "max ms"},
+	{key: "median_goodput_mbps", label: "goodput Mb/s (median round)"},
+	{key: "rounds", label: "rounds"},
+}
+
+func incast(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "mtu", label: "MTU"}, {key: "ndp_pull_rate_bps", label: "NDP pull rate b/s"},
+		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
+	if r, ok := v.get("results"); ok {
+		rowsTable(b, asArray(r), incastCols, "received_bytes")
+	}
+}
+
+func throughput(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "size_bytes", label: "bytes per run"}, {key: "mtu", label: "MTU"},
+		{key: "ndp_pull_rate_bps", label: "NDP pull rate b/s"}, {key: "ndp_poll", label: "NDP polling"},
+		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
+	if r, ok := v.get("summary"); ok {
+		rowsTable(b, asArray(r), []col{{key: "transport", label: "transport"}, {key: "median_mbps", label: "median Mb/s"},
+			{key: "min_mbps", label: "min Mb/s"}, {key: "max_mbps", label: "max Mb/s"}})
+	}
+	v.hide("runs") // every run; the summary is their median, min and max
+}
+
+func priority(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "senders", label: "senders"}, {key: "size_bytes", label: "bytes per flow"},
+		{key: "pull_rate_bps", label: "pull rate b/s"}, {key: "rounds", label: "rounds"},
+		{key: "fair_share_ms", label: "fair share ms"}, {key: "flow0_deadline_ms", label: "flow 0 deadline ms"}})
+	r, ok := v.get("policies")
+	if !ok {
+		return
+	}
+	var flows, pols []any
+	for _, p := range asArray(r) {
+		po, ok := p.(Object)
+		if !ok {
+			continue
+		}
+		name, _ := po.Get("policy")
+		pol := Object{{"policy", name}}
+		for _, f := range po {
+			if f.Key == "flows" {
+				for _, fl := range asArray(f.Value) {
+					if fo, ok := fl.(Object); ok {
+						flows = append(flows, append(Object{{"policy", name}}, fo...))
+					}
+				}
+			} else if f.Key != "policy" {
+				pol = append(pol, f)
+			}
+		}
+		pols = append(pols, pol)
+	}
+	rowsTable(b, flows, []col{{key: "policy", label: "policy"}, {key: "flow", label: "flow"}, {key: "hint", label: "hint"},
+		{key: "median_ms", label: "median ms"}, {key: "min_ms", label: "min ms"}, {key: "max_ms", label: "max ms"},
+		{key: "quenched_rounds", label: "quenched rounds"}})
+	rowsTable(b, pols, []col{{key: "policy", label: "policy"}, {key: "median_round_ms", label: "median round ms"},
+		{key: "goodput_mbps", label: "goodput Mb/s"}, {key: "flow0_first_rounds", label: "rounds flow 0 finished first"}})
+}
+
+func demo(b *bytes.Buffer, v *view) {
+	if r, ok := v.get("rpc"); ok {
+		if o, ok := r.(Object); ok {
+			sub := &view{o: o, used: map[string]bool{}}
+			latency(b, sub)
+			if rest := sub.unused(); len(rest) > 0 {
+				generic(b, rest, 1)
+			}
+		}
+	}
+	if r, ok := v.get("incast"); ok {
+		rowsTable(b, asArray(r), incastCols, "received_bytes")
+	}
+}
+
+func ring(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "msg_bytes", label: "message bytes"}, {key: "ring_msgs", label: "ring messages"},
+		{key: "uds_msgs", label: "UDS messages"}, {key: "latency_samples", label: "latency samples"},
+		{key: "gap_ns", label: "gap ns"}, {key: "pinned", label: "pinned"}, {key: "spin_phase_nice", label: "nice"}})
+	figures(b, v, []col{
+		{key: "ring_msgs_per_s", label: "ring messages/s"},
+		{key: "uds_msgs_per_s", label: "Unix socket messages/s"},
+		{key: "throughput_ratio_ring_over_uds", label: "throughput ring / UDS"},
+		{key: "ring_p10_ns", label: "ring one-way p10 ns"},
+		{key: "ring_p50_ns", label: "ring one-way p50 ns"},
+		{key: "ring_p99_ns", label: "ring one-way p99 ns"},
+		{key: "uds_p50_ns", label: "UDS one-way p50 ns"},
+		{key: "uds_p99_ns", label: "UDS one-way p99 ns"},
+		{key: "p50_ratio_ring_over_uds", label: "p50 ring / UDS"},
+		{key: "ring_wake_p50_ns", label: "ring with eventfd wakeup p50 ns"},
+		{key: "ring_wake_p99_ns", label: "ring with eventfd wakeup p99 ns"},
+		{key: "wake_p50_ratio_ring_over_uds", label: "wakeup p50 ring / UDS"},
+		{key: "ring_wake_eventfd_writes", label: "eventfd writes"},
+	})
+}
+
+func pacer(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "interval_ns", label: "interval ns"}, {key: "duration_s", label: "seconds"},
+		{key: "conns", label: "connections"}, {key: "park", label: "parking"}, {key: "cpu", label: "CPU"},
+		{key: "isolated", label: "isolated"}, {key: "nice", label: "nice"}})
+	figures(b, v, []col{
+		{key: "released", label: "pulls released"},
+		{key: "p50_err_pct", label: "spacing error p50 %"},
+		{key: "p99_err_pct", label: "spacing error p99 %"},
+		{key: "p999_err_pct", label: "spacing error p99.9 %"},
+		{key: "max_burst", label: "longest burst"},
+		{key: "missed_pct", label: "slots missed %"},
+		{key: "gaps_over_1_5_intervals", label: "gaps > 1.5 intervals"},
+		{key: "stalls_over_10_intervals", label: "gaps > 10 intervals"},
+		{key: "max_gap_us", label: "longest gap µs"},
+		{key: "late_slots", label: "late slots dropped"},
+		{key: "cpu_busy_pct", label: "pacing CPU busy %"},
+		{key: "cpu_steal_pct", label: "pacing CPU steal %"},
+		{key: "thread_voluntary_switches", label: "voluntary context switches"},
+		{key: "thread_involuntary_switches", label: "involuntary context switches"},
+		{key: "cpu_idle_pct_when_empty", label: "CPU idle % with no pulls"},
+		{key: "wake_p50_us", label: "wake from park p50 µs"},
+		{key: "wake_p99_us", label: "wake from park p99 µs"},
+		{key: "parks", label: "parks"},
+		{key: "release_ring_stalls", label: "release ring stalls"},
+	})
+}
+
+func xdpTx(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "packet_bytes", label: "IP packet bytes"}, {key: "duration_s", label: "seconds"},
+		{key: "batch", label: "batch"}, {key: "mode", label: "mode:"}})
+	figures(b, v, []col{
+		{key: "sent_fps", label: "sent frames/s"},
+		{key: "sent_gbps", label: "sent Gb/s"},
+		{key: "received_fps", label: "received frames/s"},
+		{key: "received_gbps", label: "received Gb/s"},
+		{key: "receiver_kernel_dropped", label: "dropped by the receiving kernel"},
+		{key: "tx_kicks", label: "transmit syscalls"},
+		{key: "sent_frames", label: "frames sent"},
+		{key: "received_frames", label: "frames received"},
+	})
+}
+
+// simResult: ndpsim incast, transfer and permutation (sim.Result, plus
+// sim.PermutationResult's per-flow figures).
+func simResult(b *bytes.Buffer, v *view) {
+	params(b, v, []col{{key: "experiment", label: "experiment"}, {key: "topology", label: "topology"},
+		{key: "hosts", label: "hosts"}, {key: "paths", label: "paths"}, {key: "flows", label: "flows"},
+		{key: "size_bytes", label: "bytes per flow"}, {key: "link_gbps", label: "link Gb/s"}, {key: "mtu", label: "MTU"},
+		{key: "queue", label: "queue"}, {key: "iw", label: "IW"},
+		{key: "window_start_us", label: "window from µs"}, {key: "window_end_us", label: "to µs"}})
+	figures(b, v, []col{
+		{key: "completed", label: "flows completed"},
+		{key: "failed", label: "flows failed", nonzero: true},
+		{key: "first_fct_us", label: "first flow done µs"},
+		{key: "median_fct_us", label: "median flow done µs"},
+		{key: "last_fct_us", label: "last flow done µs"},
+		{key: "optimal_us", label: "optimal µs"},
+		{key: "overhead_pct", label: "over optimal %"},
+		{key: "goodput_gbps", label: "goodput Gb/s"},
+		{key: "mean_flow_gbps", label: "flow goodput mean Gb/s"},
+		{key: "min_flow_gbps", label: "flow goodput min Gb/s"},
+		{key: "p10_flow_gbps", label: "flow goodput p10 Gb/s"},
+		{key: "median_flow_gbps", label: "flow goodput median Gb/s"},
+		{key: "max_flow_gbps", label: "flow goodput max Gb/s"},
+		{key: "utilization_pct", label: "utilization % of link rate"},
+		{key: "max_goodput_gbps", label: "most payload a link carries Gb/s"},
+		{key: "of_max_goodput_pct", label: "utilization % of that"},
+		{key: "bytes_verified", label: "every byte verified"},
+		{key: "trimmed", label: "headers trimmed"},
+		{key: "trimmed_uplink", label: "trimmed on uplinks", nonzero: true},
+		{key: "uplink_trim_pct", label: "uplink trims % of data packets"},
+		{key: "trimmed_last_hop", label: "trimmed on last hop", nonzero: true},
+		{key: "bounced", label: "returned to sender"},
+		{key: "bounced_pct", label: "returned % of trimmed"},
+		{key: "switch_drops", label: "switch drops"},
+		{key: "max_queue", label: "deepest data queue (packets)"},
+		{key: "nacks", label: "NACKs"},
+		{key: "retransmits", label: "retransmissions"},
+		{key: "rtos", label: "RTOs"},
+		{key: "paths_excluded", label: "paths excluded", nonzero: true},
+		{key: "frame_errors", label: "bad frames", nonzero: true},
+		{key: "phantom_marks", label: "phantom CE marks", nonzero: true},
+		{key: "lost", label: "frames lost (injected)", nonzero: true},
+		{key: "duplicated", label: "frames duplicated (injected)", nonzero: true},
+		{key: "reordered", label: "frames reordered (injected)", nonzero: true},
+		{key: "corrupted", label: "frames corrupted (injected)", nonzero: true},
+		{key: "first_error", label: "first error", nonzero: true},
+	})
+	// Per-flow goodputs (drawn by --plot; summarized above), the event count and
+	// the trim-rate denominator.
+	v.hide("flow_gbps", "events", "data_packets")
+}
+
+func asArray(x any) []any {
+	a, _ := x.([]any)
+	return a
+}
