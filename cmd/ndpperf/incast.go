@@ -17,6 +17,7 @@ import (
 
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
+	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
@@ -54,6 +55,12 @@ type incastOpts struct {
 	pcap    string // directory for one pcapng capture per NDP stack ("": none)
 	json    bool
 	prof    profileFlags // over the NDP rounds
+	// fabric is "bridge" (a Linux bridge, the zero value "" too) or "switch"
+	// (internal/softswitch at link b/s per port, personality "ndp" or
+	// "commodity").
+	fabric      string
+	link        int64
+	personality string
 }
 
 func parseIncastFlags(args []string) (incastOpts, error) {
@@ -67,6 +74,10 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
 	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/incast-client.pcapng, DIR/incast-serverN.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	fab := fs.String("fabric", "bridge", "what joins the hosts: bridge (Linux bridge, no queue to speak of) or switch (ndpswitch: NDP trimming queues and a drop-tail queue at --link per port)")
+	link := bitRate(10e9)
+	fs.Var(&link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
+	personality := fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +87,16 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, prof: prof}
+	if *fab == "switch" {
+		o.fabric, o.link, o.personality = *fab, int64(link), *personality
+		rateSet := false
+		fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
+		if !rateSet {
+			o.rate = o.link
+		}
+	} else if *fab != "bridge" {
+		return incastOpts{}, fmt.Errorf("--fabric %q: want bridge or switch", *fab)
+	}
 	return o, o.validate()
 }
 
@@ -91,6 +112,10 @@ func (o incastOpts) validate() error {
 		return fmt.Errorf("--mtu %d: want 1280..9000", o.mtu)
 	case o.rate < 1e6:
 		return fmt.Errorf("--rate %d: want at least 1M", o.rate)
+	case o.fabric == "switch" && (o.link < 1e6 || o.link > 400e9):
+		return fmt.Errorf("--link %d: want 1M..400G", o.link)
+	case o.fabric == "switch" && o.personality != "ndp" && o.personality != "commodity":
+		return fmt.Errorf("--personality %q: want ndp or commodity", o.personality)
 	}
 	return nil
 }
@@ -110,6 +135,11 @@ type incastResult struct {
 	ServerSummed  *ndpCounters `json:"servers_counters,omitempty"`
 	GoodputMbps   float64      `json:"median_goodput_mbps"` // servers x size x 8 / median round
 	ReceivedBytes int64        `json:"received_bytes"`      // response bytes checked over the measured rounds
+	// Switch is what the switch did over the measured rounds (--fabric switch).
+	Switch *switchCounters `json:"switch,omitempty"`
+	// TCP is the kernel's TCP counters summed over every namespace over the
+	// measured rounds (kernel TCP only).
+	TCP *tcpCounters `json:"tcp_counters,omitempty"`
 }
 
 type incastOutput struct {
@@ -125,10 +155,22 @@ type incastOutput struct {
 	// goodput over kernel TCP's (above 1: NDP's rounds are shorter).
 	NDPOverPullRate float64 `json:"ndp_over_pull_rate,omitempty"`
 	NDPOverTCP      float64 `json:"ndp_over_tcp,omitempty"`
-	MTU             int     `json:"mtu"`
-	RateBps         int64   `json:"ndp_pull_rate_bps"`
-	CPUs            int     `json:"cpus"`
-	Setup           string  `json:"setup"`
+	// BytesVerified: every response of every measured round had the
+	// expected length and content (a round with a wrong byte fails the run).
+	BytesVerified bool `json:"bytes_verified"`
+	// Fabric is "bridge" or "switch"; LinkBps the switch's port rate.
+	Fabric  string `json:"fabric"`
+	LinkBps int64  `json:"link_bps,omitempty"`
+	// OptimalCounts says what OptimalMs counts: response payload bytes
+	// (bridge), or whole frames, NDP's headers included, at the switch's
+	// link rate (switch: the bytes its emulated link carries, as ndpsim's
+	// optimum counts them). PayloadOptimalMs is the payload-only optimum.
+	OptimalCounts    string  `json:"optimal_counts,omitempty"`
+	PayloadOptimalMs float64 `json:"payload_optimal_ms,omitempty"`
+	MTU              int     `json:"mtu"`
+	RateBps          int64   `json:"ndp_pull_rate_bps"`
+	CPUs             int     `json:"cpus"`
+	Setup            string  `json:"setup"`
 }
 
 func runIncast(args []string) error {
@@ -139,7 +181,7 @@ func runIncast(args []string) error {
 	if os.Geteuid() != 0 {
 		return incastSim(o)
 	}
-	fmt.Fprintf(os.Stderr, "ndpperf incast: building a %d-to-1 testbed (%d namespaces and a bridge)...\n", o.servers, o.servers+2)
+	fmt.Fprintf(os.Stderr, "ndpperf incast: building a %d-to-1 testbed (%d namespaces, %s)...\n", o.servers, o.servers+2, map[bool]string{false: "a bridge", true: "ndpswitch"}[o.fabric == "switch"])
 	out, err := incastTestbed(o)
 	if err != nil {
 		return err
@@ -172,6 +214,14 @@ func printIncast(out incastOutput, asJSON bool) error {
 			r.Client.print(os.Stdout, "client ")
 			r.ServerSummed.print(os.Stdout, "servers")
 		}
+		if r.Switch != nil {
+			c := r.Switch
+			fmt.Printf("%s through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; client port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps\n",
+				r.Transport, c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps)
+		}
+		if r.TCP != nil {
+			fmt.Printf("%s kernel counters: retransmitted segments %d, timeouts %d, fast retransmits %d\n", r.Transport, r.TCP.RetransSegs, r.TCP.Timeouts, r.TCP.FastRetrans)
+		}
 	}
 	return nil
 }
@@ -194,38 +244,30 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	if out.MTU == 0 {
 		out.MTU = 1500
 	}
+	out.Fabric = "bridge"
 	out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on a Linux bridge, veth MTU %d, new connection per request", k, out.MTU)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
 	}
 	defer tb.Close()
-	br, err := tb.NewNamespace()
+	hosts, sw, err := incastHosts(tb, o)
 	if err != nil {
 		return out, err
 	}
-	if err := br.NewBridge("br0"); err != nil { // layer 2 only: no iptables on bridged frames
-		return out, err
+	if sw != nil {
+		out.Fabric, out.LinkBps = "switch", o.link
+		c := sw.Config()
+		out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on ndpswitch (%s trimming, %s b/s ports, NDP data queue %d packets, drop-tail queue %d frames for TCP), veth MTU %d, new connection per request",
+			k, c.Personality, formatRate(float64(o.link)), max(c.Fabric.DataQueue, 8), c.OtherQueue, out.MTU)
 	}
-	type host struct {
-		ns   *testbed.Namespace
-		link testbed.Link
+	switchSnap := func() softswitch.Stats {
+		if sw == nil {
+			return softswitch.Stats{}
+		}
+		return sw.Stats()
 	}
-	hosts := make([]host, k+1) // 0 = client
-	for i := range hosts {
-		ns, err := tb.NewNamespace()
-		if err != nil {
-			return out, err
-		}
-		v, err := tb.NewVeth(ns, br, testbed.VethConfig{AddrA: fmt.Sprintf("10.203.0.%d/24", i+1), MTU: o.mtu})
-		if err != nil {
-			return out, err
-		}
-		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
-			return out, err
-		}
-		hosts[i] = host{ns, v.A}
-	}
+	var swBefore softswitch.Stats
 	payload := make([]byte, size)
 	for i := range payload {
 		payload[i] = byte(i*131 + i>>9)
@@ -327,12 +369,13 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		defer cancel()
 		addr := sockapi.Addr{IP: hosts[i+1].link.Addr.Addr(), Port: 7}
 		n, err := stacks[0].CallInto(ctx, addr, req, resp[i])
-		if err == nil && n != size {
-			err = fmt.Errorf("server %d: %d of %d bytes", i+1, n, size)
+		if err == nil && (n != size || !bytes.Equal(resp[i], payload)) {
+			err = fmt.Errorf("server %d: %d of %d bytes, or bytes that differ from those sent", i+1, n, size)
 		}
 		return err
 	}, func() {
 		before = snapshot()
+		swBefore = switchSnap()
 		stopProf, profErr = o.prof.start()
 	})
 	if err == nil {
@@ -348,6 +391,9 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}
 	after := snapshot()
 	r := incastSummary("ndp", k, size, ndpTimes)
+	if sw != nil {
+		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
+	}
 	client := after[0].sub(before[0])
 	var servers ndpCounters
 	for i := 1; i < len(after); i++ {
@@ -362,6 +408,17 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}
 
 	// Kernel TCP: a new connection per request, same namespaces and veths.
+	var tcpBefore tcpCounters
+	tcpSnap := func() tcpCounters {
+		var sum tcpCounters
+		for _, h := range hosts {
+			c, err := readTCPCounters(h.ns)
+			if err == nil {
+				sum = sum.add(c)
+			}
+		}
+		return sum
+	}
 	for i := 1; i < len(hosts); i++ {
 		var ln net.Listener
 		if err := hosts[i].ns.Do(func() (err error) {
@@ -405,17 +462,29 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 			var one [1]byte
 			if m, _ := c.Read(one[:]); m > 0 {
 				err = fmt.Errorf("tcp server %d: more than %d bytes", i+1, size)
+			} else if !bytes.Equal(resp[i], payload) {
+				err = fmt.Errorf("tcp server %d: bytes differ from those sent", i+1)
 			}
 		}
 		if err != nil {
 			err = fmt.Errorf("tcp server %d: %d of %d bytes: %w", i+1, n, size, err)
 		}
 		return err
-	}, nil)
+	}, func() {
+		swBefore = switchSnap()
+		tcpBefore = tcpSnap()
+	})
 	if err != nil {
 		return out, fmt.Errorf("tcp: %w", err)
 	}
-	out.Results = append(out.Results, incastSummary("tcp", k, size, tcpTimes))
+	r = incastSummary("tcp", k, size, tcpTimes)
+	if sw != nil {
+		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
+	}
+	tc := tcpSnap().sub(tcpBefore)
+	r.TCP = &tc
+	out.Results = append(out.Results, r)
+	out.BytesVerified = true
 	out.setOptimum(o, rtt)
 	return out, nil
 }
@@ -427,6 +496,14 @@ func (out *incastOutput) setOptimum(o incastOpts, rtt time.Duration) {
 	opt := time.Duration(bytes*8/float64(o.rate)*1e9) + rtt
 	out.RTTMs = float64(rtt.Microseconds()) / 1000
 	out.OptimalMs = float64(opt.Microseconds()) / 1000
+	out.OptimalCounts = "response payload bytes at the NDP pull rate, plus rtt_ms"
+	if o.fabric == "switch" {
+		out.PayloadOptimalMs = out.OptimalMs
+		frames := float64(o.servers) * float64(incastFrameBytes(o.size, out.MTU))
+		opt = time.Duration(frames*8/float64(o.link)*1e9) + rtt
+		out.OptimalMs = float64(opt.Microseconds()) / 1000
+		out.OptimalCounts = "every response frame (NDP headers included) at the switch's link rate, plus rtt_ms"
+	}
 	if len(out.Results) == 0 || out.OptimalMs <= 0 {
 		return
 	}

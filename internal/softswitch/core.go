@@ -34,16 +34,21 @@ type PortStats struct {
 
 // Stats are the switch's counters.
 type Stats struct {
-	RxFrames   uint64      `json:"rx_frames"`
-	Malformed  uint64      `json:"malformed"`   // shorter than an Ethernet header
-	Oversize   uint64      `json:"oversize"`    // longer than a queue buffer
-	Flooded    uint64      `json:"flooded"`     // frames sent to every other port (broadcast, unknown)
-	Hairpin    uint64      `json:"hairpin"`     // destination on the port the frame came from: dropped
-	NoBuffer   uint64      `json:"no_buffer"`   // no queue buffer left: dropped
-	Unroutable uint64      `json:"unroutable"`  // a return-to-sender header toward an unknown MAC
-	Trimmed    uint64      `json:"trimmed"`     // summed over ports
-	Bounced    uint64      `json:"bounced"`     // summed over ports
-	NDPDropped uint64      `json:"ndp_dropped"` // summed over ports
+	RxFrames   uint64 `json:"rx_frames"`
+	Malformed  uint64 `json:"malformed"`   // shorter than an Ethernet header
+	Oversize   uint64 `json:"oversize"`    // longer than a queue buffer
+	Flooded    uint64 `json:"flooded"`     // frames sent to every other port (broadcast, unknown)
+	Hairpin    uint64 `json:"hairpin"`     // destination on the port the frame came from: dropped
+	NoBuffer   uint64 `json:"no_buffer"`   // no queue buffer left: dropped
+	Unroutable uint64 `json:"unroutable"`  // a return-to-sender header toward an unknown MAC
+	Trimmed    uint64 `json:"trimmed"`     // summed over ports
+	Bounced    uint64 `json:"bounced"`     // summed over ports
+	NDPDropped uint64 `json:"ndp_dropped"` // summed over ports
+	// The Run loop's own cost: passes that moved frames, sleeps in ppoll(2),
+	// and the CPU time of its thread (user + system, RUSAGE_THREAD).
+	BusyPasses uint64      `json:"busy_passes"`
+	Sleeps     uint64      `json:"sleeps"`
+	CPUSeconds float64     `json:"cpu_seconds"`
 	Ports      []PortStats `json:"ports"`
 }
 
@@ -60,6 +65,9 @@ func (s Stats) Sub(old Stats) Stats {
 	d.Trimmed -= old.Trimmed
 	d.Bounced -= old.Bounced
 	d.NDPDropped -= old.NDPDropped
+	d.BusyPasses -= old.BusyPasses
+	d.Sleeps -= old.Sleeps
+	d.CPUSeconds -= old.CPUSeconds
 	d.Ports = append([]PortStats(nil), s.Ports...)
 	for i := range d.Ports {
 		if i >= len(old.Ports) {

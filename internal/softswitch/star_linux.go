@@ -54,7 +54,7 @@ func NewStar(tb *testbed.Testbed, cfg StarConfig) (*Star, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := tb.NewVeth(ns, swNS, testbed.VethConfig{AddrA: fmt.Sprintf("10.%d.0.%d/24", n, i+1), MTU: cfg.MTU})
+		v, err := tb.NewVeth(ns, swNS, testbed.VethConfig{AddrA: fmt.Sprintf("10.%d.0.%d/24", n, i+1), MTU: cfg.MTU, NoTxChecksum: true})
 		if err != nil {
 			return nil, err
 		}

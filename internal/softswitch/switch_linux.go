@@ -21,6 +21,7 @@ type Switch struct {
 	ports []*afxdp.Port
 	core  *core
 	start time.Time
+	cpu0  float64 // minus the thread's CPU seconds when Run started
 	log   *zap.Logger
 
 	stop    atomic.Bool
@@ -88,6 +89,10 @@ func (s *Switch) Run() error {
 	// 50 µs timer slack.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
 	s.start = time.Now()
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil { // the thread may have run other goroutines before
+		s.cpu0 = -float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	}
 	var (
 		rx       = make([]afxdp.Desc, rxBatch)
 		tx       = make([]afxdp.Desc, txBatch)
@@ -130,6 +135,7 @@ func (s *Switch) Run() error {
 			}
 		}
 		if busy {
+			s.core.st.BusyPasses++
 			lastBusy = now
 			if now-lastPub > pubEvery {
 				s.publish()
@@ -202,6 +208,7 @@ func (s *Switch) sleep(fds []unix.PollFd, now ndp.Time) {
 		}
 	}
 	ts := unix.NsecToTimespec(int64(wait))
+	s.core.st.Sleeps++
 	n, err := unix.Ppoll(fds, &ts, nil)
 	if err != nil || n == 0 {
 		return
@@ -223,7 +230,12 @@ func (c *Config) horizonTime() ndp.Time { return ndp.Time(c.Horizon) }
 
 func (s *Switch) now() ndp.Time { return ndp.Time(time.Since(s.start)) }
 
+// publish copies the counters for Stats; called from Run's thread.
 func (s *Switch) publish() {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) == nil {
+		s.core.st.CPUSeconds = s.cpu0 + float64(ru.Utime.Nano()+ru.Stime.Nano())/1e9
+	}
 	s.mu.Lock()
 	s.core.stats(&s.pub)
 	s.mu.Unlock()

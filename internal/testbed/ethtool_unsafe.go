@@ -8,17 +8,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const ethtoolSRxCsum = 0x15 // ETHTOOL_SRXCSUM
+const (
+	ethtoolSRxCsum = 0x15 // ETHTOOL_SRXCSUM
+	ethtoolSTxCsum = 0x17 // ETHTOOL_STXCSUM
+)
 
 // setRxChecksum turns rx-checksumming on or off (ETHTOOL_SRXCSUM) for
 // ifname in the calling thread's namespace.
-func setRxChecksum(ifname string, on bool) error {
+func setRxChecksum(ifname string, on bool) error { return setEthtoolValue(ifname, ethtoolSRxCsum, on) }
+
+// setTxChecksum turns tx-checksumming on or off (ETHTOOL_STXCSUM) for ifname
+// in the calling thread's namespace; off also turns TSO off.
+func setTxChecksum(ifname string, on bool) error { return setEthtoolValue(ifname, ethtoolSTxCsum, on) }
+
+// setEthtoolValue issues one struct ethtool_value SIOCETHTOOL command.
+func setEthtoolValue(ifname string, cmd uint32, on bool) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	val := struct{ cmd, data uint32 }{cmd: ethtoolSRxCsum}
+	val := struct{ cmd, data uint32 }{cmd: cmd}
 	if on {
 		val.data = 1
 	}

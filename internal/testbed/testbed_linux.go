@@ -221,6 +221,12 @@ type VethConfig struct {
 	// arrive without checksum state (as AF_XDP-transmitted frames do) instead
 	// of veth marking them CHECKSUM_UNNECESSARY.
 	NoRxChecksum bool
+	// NoTxChecksum turns off tx-checksumming (ETHTOOL_STXCSUM, and with it
+	// TSO) on both ends, so the kernel sends frames with complete checksums
+	// and at most MTU bytes, as toward a real NIC. A userspace switch that
+	// forwards the bytes it reads (internal/softswitch) needs it: veth would
+	// otherwise hand over TCP frames with only the pseudo-header summed.
+	NoTxChecksum bool
 }
 
 // Veth is a veth pair: A in one namespace, B in the other.
@@ -270,6 +276,11 @@ func (tb *Testbed) NewVeth(a, b *Namespace, cfg VethConfig) (*Veth, error) {
 		if cfg.NoRxChecksum {
 			if err := e.l.NS.Do(func() error { return setRxChecksum(e.l.Name, false) }); err != nil {
 				return nil, fmt.Errorf("testbed: rx-checksum off on %s: %w", e.l.Name, err)
+			}
+		}
+		if cfg.NoTxChecksum {
+			if err := e.l.NS.Do(func() error { return setTxChecksum(e.l.Name, false) }); err != nil {
+				return nil, fmt.Errorf("testbed: tx-checksum off on %s: %w", e.l.Name, err)
 			}
 		}
 		if err := run("ip", "-n", ns, "link", "set", e.l.Name, "up"); err != nil {
