@@ -63,6 +63,11 @@ type Config struct {
 	// Horizon is how far ahead of a frame's emulated departure time the switch may
 	// hand it to its output veth, so that one wakeup sends a batch. Zero means 20 µs.
 	Horizon time.Duration
+	// CatchUp is how much emulated link time a pass that runs late (the switch
+	// thread was not scheduled) may make up by sending a burst: a port whose link
+	// would have been busy all along loses no capacity to a stall shorter than
+	// CatchUp. Zero means 500 µs.
+	CatchUp time.Duration
 	// Spin is how long the loop keeps polling after its last frame before it sleeps
 	// in ppoll(2). Zero means 20 µs; negative means never spin.
 	Spin time.Duration
@@ -97,6 +102,9 @@ func (c *Config) populate() {
 	}
 	if c.Horizon == 0 {
 		c.Horizon = 20 * time.Microsecond
+	}
+	if c.CatchUp == 0 {
+		c.CatchUp = 500 * time.Microsecond
 	}
 	if c.Spin == 0 {
 		c.Spin = 20 * time.Microsecond
@@ -138,6 +146,8 @@ func (c *Config) validate() error {
 		return bad("unknown Personality %d", c.Personality)
 	case c.Horizon < 0 || c.Horizon > time.Millisecond:
 		return bad("Horizon %v, want 0..1ms", c.Horizon)
+	case c.CatchUp < 0 || c.CatchUp > 100*time.Millisecond:
+		return bad("CatchUp %v, want 0..100ms", c.CatchUp)
 	case c.Commodity.TrimSize < 64 || c.Commodity.TrimSize > 1500:
 		return bad("Commodity.TrimSize %d, want 64..1500", c.Commodity.TrimSize)
 	case c.Commodity.DataDSCP > 63 || c.Commodity.ControlDSCP > 63 || c.Commodity.TrimDSCP > 63:

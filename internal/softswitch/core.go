@@ -124,12 +124,14 @@ type core struct {
 	macs      map[[6]byte]uint8
 	free      [][]byte // queue buffers, each bufSize long
 	psPerByte int64    // emulated serialisation time of one byte, picoseconds
+	horizon   ndp.Time
 	maxLag    ndp.Time
 	st        Stats
 }
 
 func newCore(cfg Config) (*core, error) {
-	c := &core{cfg: cfg, macs: make(map[[6]byte]uint8), psPerByte: 8e12 / cfg.Rate, maxLag: ndp.Time(cfg.Horizon)}
+	c := &core{cfg: cfg, macs: make(map[[6]byte]uint8), psPerByte: 8e12 / cfg.Rate,
+		horizon: ndp.Time(cfg.Horizon), maxLag: ndp.Time(cfg.CatchUp)}
 	per := cfg.OtherQueue + 64
 	for i, name := range cfg.Ports {
 		o := &outPort{name: name}
@@ -314,9 +316,9 @@ func (c *core) due(p int) (ndp.Time, bool) {
 func (c *core) depart(p int, now ndp.Time, out [][]byte) [][]byte {
 	o := c.ports[p]
 	if o.next < now-c.maxLag {
-		o.next = now - c.maxLag // a late wakeup catches up by at most one horizon
+		o.next = now - c.maxLag // a late pass makes up at most CatchUp of link time
 	}
-	for o.next <= now+c.maxLag {
+	for o.next <= now+c.horizon {
 		var f []byte
 		ndpReady, otherReady := !o.ndp.Empty(), o.other.len() > 0
 		switch {

@@ -23,7 +23,9 @@
 // queue until the emulated link would have sent it, so a K-to-1 incast at 1 Gb/s
 // fills the receiver's 8-packet port exactly as on a 1 Gb/s switch, however fast
 // the veth is. Departures within Horizon (20 µs) of now go in one batch; a
-// late wakeup catches up by at most one Horizon. Idle, the loop spins Spin (20 µs)
+// pass that runs late (the thread was not scheduled) first sends what the links
+// would have sent meanwhile, up to CatchUp (500 µs) of link time, and only then
+// takes the frames that arrived. Idle, the loop spins Spin (20 µs)
 // and then sleeps in ppoll(2) on every port's socket until the next departure is
 // due.
 //

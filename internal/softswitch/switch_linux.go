@@ -101,11 +101,13 @@ func (s *Switch) Run() error {
 		lastBusy ndp.Time
 		lastPub  ndp.Time
 		spin     = ndp.Time(s.cfg.Spin)
-		horizon  = ndp.Time(s.cfg.Horizon)
 	)
 	for !s.stop.Load() {
 		now := s.now()
-		busy := false
+		// Departures due by now go first: after a stall (the thread was not
+		// scheduled) the frames that arrived meanwhile must not find queues
+		// the emulated links would already have drained.
+		busy := s.departAll(tx, &out, now)
 		for i, p := range s.ports {
 			if s.core.ports[i].down {
 				continue
@@ -121,18 +123,8 @@ func (s *Switch) Run() error {
 			}
 			_, _ = u.Release(rx[:n]) // frames from Receive: cannot be refused
 		}
-		for i := range s.ports {
-			if s.core.ports[i].down {
-				continue
-			}
-			if t, ok := s.core.due(i); !ok || t > now+horizon {
-				continue
-			}
-			out = s.core.depart(i, now, out[:0])
-			if len(out) > 0 {
-				busy = true
-				s.transmit(i, out, tx, now)
-			}
+		if s.departAll(tx, &out, now) {
+			busy = true
 		}
 		if busy {
 			s.core.st.BusyPasses++
@@ -152,6 +144,26 @@ func (s *Switch) Run() error {
 	}
 	s.publish()
 	return nil
+}
+
+// departAll transmits every port's frames due by now+Horizon and reports
+// whether there were any.
+func (s *Switch) departAll(tx []afxdp.Desc, out *[][]byte, now ndp.Time) bool {
+	busy := false
+	for i := range s.ports {
+		if s.core.ports[i].down {
+			continue
+		}
+		if t, ok := s.core.due(i); !ok || t > now+ndp.Time(s.cfg.Horizon) {
+			continue
+		}
+		*out = s.core.depart(i, now, (*out)[:0])
+		if len(*out) > 0 {
+			busy = true
+			s.transmit(i, *out, tx, now)
+		}
+	}
+	return busy
 }
 
 // transmit copies the departing frames into port i's UMEM frames and puts them
