@@ -155,6 +155,11 @@ type incastOutput struct {
 	// goodput over kernel TCP's (above 1: NDP's rounds are shorter).
 	NDPOverPullRate float64 `json:"ndp_over_pull_rate,omitempty"`
 	NDPOverTCP      float64 `json:"ndp_over_tcp,omitempty"`
+	// Sim is the same incast in ndpsim's simulator (--fabric switch: the
+	// switch's link rate, the paper's 8-packet queue, IW 30, one round);
+	// SimOverSwitch is its completion over the switch run's NDP median.
+	Sim           *incastResult `json:"sim,omitempty"`
+	SimOverSwitch float64       `json:"sim_over_switch,omitempty"`
 	// BytesVerified: every response of every measured round had the
 	// expected length and content (a round with a wrong byte fails the run).
 	BytesVerified bool `json:"bytes_verified"`
@@ -203,6 +208,10 @@ func printIncast(out incastOutput, asJSON bool) error {
 			fmt.Printf("; ndp / tcp goodput %.2f", out.NDPOverTCP)
 		}
 		fmt.Println()
+	}
+	if out.Sim != nil {
+		fmt.Printf("simulator, same incast (%s b/s links, 8-packet queues, IW 30, one round): %.3f ms; simulator / switch ndp median %.2f\n",
+			formatRate(float64(out.LinkBps)), out.Sim.MedianMs, out.SimOverSwitch)
 	}
 	for _, r := range out.Results {
 		if r.Client != nil {
@@ -486,6 +495,18 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	out.Results = append(out.Results, r)
 	out.BytesVerified = true
 	out.setOptimum(o, rtt)
+	if sw != nil {
+		// The same incast in the simulator: the same link rate, queues and
+		// IW, one round in virtual time, beside the switch's.
+		so := o
+		so.rate = o.link
+		sim, err := incastSimRun(so)
+		if err != nil {
+			return out, fmt.Errorf("simulator: %w", err)
+		}
+		out.Sim = &sim.Results[0]
+		out.SimOverSwitch = out.Sim.MedianMs / out.Results[0].MedianMs
+	}
 	return out, nil
 }
 
