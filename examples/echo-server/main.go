@@ -23,14 +23,20 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"time"
 
 	"github.com/ndpstack/ndpstack/sockapi"
 )
+
+// maxMessage is the largest request; a larger one is reset (its client
+// gets sockapi.ErrMessageTooLarge).
+const maxMessage = 1 << 20
 
 func main() {
 	iface := flag.String("iface", "", "network interface (required)")
 	port := flag.Uint("port", 7, "NDP port to listen on")
 	busy := flag.Bool("busy", false, "busy-poll (lowest latency, burns a core)")
+	readTimeout := flag.Duration("read-timeout", 10*time.Second, "how long a request may take to arrive before it is reset")
 	flag.Parse()
 	if *iface == "" {
 		flag.Usage()
@@ -49,6 +55,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if err := l.SetMessageConfig(sockapi.MessageConfig{ReadTimeout: *readTimeout}); err != nil {
+		log.Fatal(err)
+	}
 	log.Printf("echo server on %v", l.Addr())
 	go func() {
 		sig := make(chan os.Signal, 1)
@@ -56,14 +65,19 @@ func main() {
 		<-sig
 		l.Close()
 	}()
+	err = serve(l)
+	st, _ := s.Stats()
+	log.Printf("stopping: %v (messages: %+v)", err, st.Messages)
+}
+
+// serve answers messages on l until RecvMessage fails, which happens only
+// when l or its stack is closed: an oversized, stalled or reset message is
+// reset by the listener and counted in Stats().Messages, not returned.
+func serve(l *sockapi.Listener) error {
 	for {
-		// RecvMessage fails only when the listener or the stack is
-		// closed: an oversized, stalled or reset message is reset and
-		// counted in s.Stats().Messages, not returned.
-		m, err := l.RecvMessage(1 << 20)
+		m, err := l.RecvMessage(maxMessage)
 		if err != nil {
-			log.Printf("stopping: %v", err)
-			return
+			return err
 		}
 		// Reply inline: a handler this short costs less than handing it to
 		// another goroutine (a goroutine wakeup is tens to hundreds of µs
