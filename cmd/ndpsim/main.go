@@ -84,6 +84,7 @@ type common struct {
 	seed                    uint64
 	json                    bool
 	topo                    topoFlags
+	prof                    profileFlags
 }
 
 func (c *common) register(fs *flag.FlagSet, defSize string) {
@@ -107,6 +108,7 @@ func (c *common) register(fs *flag.FlagSet, defSize string) {
 	fs.Float64Var(&c.bad, "corrupt", 0, "per-frame corruption probability on every link")
 	fs.Uint64Var(&c.seed, "seed", 1, "random seed")
 	fs.BoolVar(&c.json, "json", false, "print one JSON object instead of a table")
+	c.prof.register(fs)
 }
 
 func (c *common) star() (sim.StarConfig, int64, error) {
@@ -145,6 +147,11 @@ func runIncast(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	stop, err := c.prof.start()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	star, size, err := c.star()
 	if err != nil {
 		return err
@@ -167,6 +174,11 @@ func runTransfer(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	stop, err := c.prof.start()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	star, size, err := c.star()
 	if err != nil {
 		return err

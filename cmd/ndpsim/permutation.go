@@ -25,6 +25,11 @@ func runPermutation(args []string) error {
 			return err
 		}
 	}
+	stop, err := c.prof.start()
+	if err != nil {
+		return err
+	}
+	defer stop()
 	star, size, err := c.star()
 	if err != nil {
 		return err

@@ -1,0 +1,174 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/pullpacer"
+)
+
+// The simulator's results are pinned bit for bit: a change meant to make the simulator
+// faster (its event queue, frame buffers, per-packet path) must run the same events at
+// the same times and reach the same state. Each case hashes the summary, every flow's
+// completion time and byte count, every link's and switch port's counters and the event
+// count. A change that alters behaviour on purpose updates the digests and says why.
+
+// digest hashes everything a run left behind.
+func digest(t *testing.T, n *Network, w *Workload, r any) string {
+	t.Helper()
+	h := sha256.New()
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Write(js)
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	put(n.Sim.Steps())
+	put(uint64(n.Sim.Now()))
+	for _, f := range w.Flows {
+		put(uint64(f.End))
+		put(uint64(f.Received))
+		put(uint64(f.Sent))
+	}
+	for _, l := range n.Links {
+		fmt.Fprintf(h, "%+v", l.Stats())
+	}
+	for _, sw := range n.Switches {
+		for i := 0; i < sw.Ports(); i++ {
+			fmt.Fprintf(h, "%+v", sw.Port(i).Stats())
+		}
+		put(sw.Unroutable)
+	}
+	for _, ho := range n.Hosts {
+		fmt.Fprintf(h, "%+v%+v", ho.EP.Stats(), ho.Stats)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:12])
+}
+
+func goldenFlows(hosts []int, dst int, size int64) []*Flow {
+	flows := make([]*Flow, len(hosts))
+	for i, s := range hosts {
+		flows[i] = &Flow{ID: uint64(i + 1), Src: s, Dst: dst, Size: size}
+	}
+	return flows
+}
+
+func TestGoldenResults(t *testing.T) {
+	cases := []struct {
+		name  string
+		want  string
+		build func(t *testing.T) (*Network, []*Flow)
+	}{
+		{"star incast 7x300KB", "6f631f0b2f301f5f2b77f87a", func(t *testing.T) (*Network, []*Flow) {
+			st, err := NewStar(withHosts(paperStar(9000), 8))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Network, goldenFlows([]int{1, 2, 3, 4, 5, 6, 7}, 0, 300_000)
+		}},
+		{"star incast 40x135KB bounces", "869eec68a875f71b0549eedc", func(t *testing.T) (*Network, []*Flow) {
+			cfg := paperStar(9000)
+			cfg.Fabric.HeaderQueueBytes = 2000
+			st, err := NewStar(withHosts(cfg, 41))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := make([]int, 40)
+			for i := range src {
+				src[i] = i + 1
+			}
+			return st.Network, goldenFlows(src, 0, 135_000)
+		}},
+		{"star faulty transfer 1500", "b50603b047a4c8299cdc4a07", func(t *testing.T) (*Network, []*Flow) {
+			cfg := paperStar(1500)
+			cfg.Endpoint.RTO = 200 * time.Microsecond
+			cfg.Faults = Faults{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
+			st, err := NewStar(withHosts(cfg, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Network, goldenFlows([]int{1}, 0, 1_000_000)
+		}},
+		{"star hull gamma 0.9 phantom", "50214ca35a2bd8566845af70", func(t *testing.T) (*Network, []*Flow) {
+			cfg := paperStar(1500)
+			cfg.Pulls = pullpacer.QueueConfig{Gamma: 0.9}
+			cfg.Fabric.PhantomRate = 0.9 * cfg.LinkRate
+			st, err := NewStar(withHosts(cfg, 4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st.Network, goldenFlows([]int{1, 2, 3}, 0, 500_000)
+		}},
+		{"star d3 deadlines", "d5ac73ab8b5a2fad9d59c3fe", func(t *testing.T) (*Network, []*Flow) {
+			cfg := paperStar(1500)
+			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}
+			st, err := NewStar(withHosts(cfg, 9))
+			if err != nil {
+				t.Fatal(err)
+			}
+			flows := goldenFlows([]int{1, 2, 3, 4, 5, 6, 7, 8}, 0, 200_000)
+			for i, f := range flows {
+				f.Opts.Size = f.Size
+				f.Opts.Deadline = ndp.Time(300_000 + 100_000*i)
+			}
+			return st.Network, flows
+		}},
+		{"fattree k4 permutation path", "47c400c655c9ffb21d64f15d", func(t *testing.T) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPPath)
+		}},
+		{"fattree k4 permutation hash", "35adf1ec7ca274c1c0263821", func(t *testing.T) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPHash)
+		}},
+		{"fattree k4 permutation random", "cdefc748e0813d4740828346", func(t *testing.T) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPRandom)
+		}},
+		{"fattree k4 incast 15x135KB", "dfd4555b93266cb5a97a5ad4", func(t *testing.T) (*Network, []*Flow) {
+			c, err := NewClos(fatTree(4, ECMPHash))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := make([]int, 15)
+			for i := range src {
+				src[i] = i + 1
+			}
+			return c.Network, goldenFlows(src, 0, 135_000)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, flows := tc.build(t)
+			r, w, err := run(n, flows, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := digest(t, n, w, r)
+			if got != tc.want {
+				t.Errorf("digest %s, want %s (events %d, last FCT %.3f us, verified %v)", got, tc.want, r.Events, r.LastFCTus, r.BytesVerified)
+			}
+		})
+	}
+}
+
+func withHosts(c StarConfig, n int) StarConfig { c.Hosts = n; return c }
+
+func goldenPermutation(t *testing.T, ecmp ECMPMode) (*Network, []*Flow) {
+	c, err := NewClos(fatTree(4, ecmp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := derangement(len(c.Hosts), 1)
+	flows := make([]*Flow, len(c.Hosts))
+	for i := range flows {
+		flows[i] = &Flow{ID: uint64(i + 1), Src: i, Dst: dst[i], Size: 500_000}
+	}
+	return c.Network, flows
+}
