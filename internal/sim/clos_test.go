@@ -62,7 +62,7 @@ func TestClosConstruction(t *testing.T) {
 			}
 			// Every link has both ends: a source feeding it and a node receiving from it.
 			for i, l := range c.Links {
-				if l.source == nil || l.to == nil {
+				if !l.fed() || l.to == nil {
 					t.Fatalf("link %d is not cabled", i)
 				}
 			}

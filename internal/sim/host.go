@@ -133,7 +133,7 @@ func (h *Host) schedule() {
 			at = now
 		}
 		h.pullAt = at
-		h.sim.At(at, func() { h.releasePulls(at) })
+		h.sim.push(at, evBody{kind: evPulls, host: h})
 	}
 	h.armTimer()
 	h.NIC.kick()
@@ -146,7 +146,7 @@ func (h *Host) armTimer() {
 			at = now
 		}
 		h.timerAt = at
-		h.sim.At(at, func() { h.fireTimers(at) })
+		h.sim.push(at, evBody{kind: evTimers, host: h})
 	}
 }
 

@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/ndpstack/ndpstack/ndp"
+import (
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/ndp"
+)
 
 // EthernetOverhead is the bytes a frame occupies on the wire beyond the frame we build:
 // preamble and start delimiter (8), FCS (4) and the inter-frame gap (12).
@@ -25,7 +28,8 @@ type LinkStats struct {
 }
 
 // node receives frames at the far end of a link. The frame buffer is the node's to keep
-// or recycle.
+// or recycle. Links into hosts and switches call them directly (Link.arrive); other
+// nodes (tests) go through the interface.
 type node interface {
 	receive(frame []byte)
 }
@@ -37,13 +41,48 @@ type Link struct {
 	Delay  ndp.Time // propagation delay
 	Faults Faults
 	to     node
-	source func(now ndp.Time) ([]byte, bool)
+	toHost *Host   // to, when it is a host
+	toSw   *Switch // to, when it is a switch
+	// The frame source: a switch port (srcPort) or a host's endpoint (srcHost) when
+	// set, else source.
+	srcPort *fabric.Port
+	srcHost *Host
+	source  func(now ndp.Time) ([]byte, bool)
 	busy   bool
 	stats  LinkStats
 }
 
 func newLink(s *Sim, rate float64, delay ndp.Time, to node) *Link {
-	return &Link{sim: s, Rate: rate, Delay: delay, to: to}
+	l := &Link{sim: s, Rate: rate, Delay: delay}
+	l.setTo(to)
+	return l
+}
+
+// setTo makes to the link's far end.
+func (l *Link) setTo(to node) {
+	l.to, l.toHost, l.toSw = to, nil, nil
+	switch n := to.(type) {
+	case *Host:
+		l.toHost = n
+	case *Switch:
+		l.toSw = n
+	}
+}
+
+// fed reports whether the link has a frame source.
+func (l *Link) fed() bool { return l.srcPort != nil || l.srcHost != nil || l.source != nil }
+
+// next returns the source's next frame.
+func (l *Link) next() ([]byte, bool) {
+	switch {
+	case l.srcPort != nil:
+		return l.srcPort.Dequeue(l.sim.now)
+	case l.srcHost != nil:
+		return l.srcHost.nextFrame(l.sim.now)
+	case l.source != nil:
+		return l.source(l.sim.now)
+	}
+	return nil, false
 }
 
 // Stats returns the link's counters.
@@ -56,10 +95,10 @@ func (l *Link) SerializationTime(n int) ndp.Time {
 
 // kick starts sending the next frame if the link is idle.
 func (l *Link) kick() {
-	if l.busy || l.source == nil {
+	if l.busy {
 		return
 	}
-	f, ok := l.source(l.sim.now)
+	f, ok := l.next()
 	if !ok {
 		return
 	}
@@ -73,11 +112,26 @@ func (l *Link) kick() {
 	l.stats.BusyTime += ser
 	end := l.sim.now + ser
 	l.stats.LastEnd = end
-	l.sim.At(end, func() {
-		l.busy = false
-		l.deliver(f)
-		l.kick()
-	})
+	l.sim.push(end, evBody{kind: evLinkDone, link: l, frame: f})
+}
+
+// done ends f's serialization: f leaves for the far end and the next frame starts.
+func (l *Link) done(f []byte) {
+	l.busy = false
+	l.deliver(f)
+	l.kick()
+}
+
+// arrive hands f to the far end.
+func (l *Link) arrive(f []byte) {
+	switch {
+	case l.toSw != nil:
+		l.toSw.forward(f, 0)
+	case l.toHost != nil:
+		l.toHost.receive(f)
+	default:
+		l.to.receive(f)
+	}
 }
 
 // deliver applies the link's faults and hands f to the far end after the delay.
@@ -106,7 +160,7 @@ func (l *Link) deliver(f []byte) {
 		l.stats.Duplicated++
 		dup := s.getBuf()[:len(f)]
 		copy(dup, f)
-		s.After(delay+1, func() { l.to.receive(dup) })
+		s.push(s.now+delay+1, evBody{kind: evArrive, link: l, frame: dup})
 	}
-	s.After(delay, func() { l.to.receive(f) })
+	s.push(s.now+delay, evBody{kind: evArrive, link: l, frame: f})
 }

@@ -83,7 +83,7 @@ func newNetwork(topology string, p Params, hosts int) (*Network, error) {
 		h := &Host{sim: s, Index: i, EP: ep, Pulls: pq,
 			Addr: ndp.Addr{MAC: ec.LocalMAC, IP: ec.LocalIP}}
 		h.NIC = n.newLink(nil)
-		h.NIC.source = h.nextFrame
+		h.NIC.srcHost = h
 		n.Hosts = append(n.Hosts, h)
 	}
 	return n, nil
@@ -122,7 +122,7 @@ func (n *Network) portConfig() fabric.Config {
 // the host.
 func (n *Network) attachHost(i int, sw *Switch) error {
 	h := n.Hosts[i]
-	h.NIC.to = sw
+	h.NIC.setTo(sw)
 	down := n.newLink(h)
 	if err := sw.addPort(n.portConfig(), down, portToHost, h.Addr.IP); err != nil {
 		return fmt.Errorf("sim: %s port to host %d: %w", sw.Name, i, err)

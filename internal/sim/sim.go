@@ -1,45 +1,58 @@
 package sim
 
 import (
-	"container/heap"
 	"math/rand/v2"
 
 	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // Sim is the event queue and virtual clock. It is single-threaded.
+//
+// Events run in (time, sequence) order: at equal times, in the order they were
+// scheduled. The queue is a 4-ary min-heap of 24-byte keys; what an event does lives in
+// a slab of bodies the keys index, recycled through a free list, so scheduling the
+// simulator's own events (a link finishing a frame, a frame arriving, a host's pull or
+// timer) allocates nothing. At and After take a closure for everything else.
 type Sim struct {
-	now    ndp.Time
-	seq    uint64
-	events eventHeap
-	rng    *rand.Rand
-	steps  uint64
+	now   ndp.Time
+	seq   uint64
+	heap  []evKey
+	body  []evBody
+	free  []uint32 // unused body slots
+	rng   *rand.Rand
+	steps uint64
+
 	bufs   [][]byte // free frame buffers
 	bufLen int
 }
 
-type event struct {
-	at  ndp.Time
-	seq uint64
-	fn  func()
+// evKey orders an event; slot indexes its body.
+type evKey struct {
+	at   ndp.Time
+	seq  uint64
+	slot uint32
 }
 
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
-	}
-	return h[i].seq < h[j].seq
+func (a *evKey) before(b *evKey) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
-func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+type evKind uint8
+
+const (
+	evFunc     evKind = iota // fn()
+	evLinkDone               // link finished serializing frame
+	evArrive                 // frame reaches the far end of link
+	evPulls                  // host's pull release
+	evTimers                 // host's endpoint timers
+)
+
+type evBody struct {
+	kind  evKind
+	link  *Link
+	host  *Host
+	frame []byte
+	fn    func()
 }
 
 // New returns a simulator whose random choices follow seed, with frame buffers of
@@ -55,32 +68,108 @@ func (s *Sim) Now() ndp.Time { return s.now }
 func (s *Sim) Rand() *rand.Rand { return s.rng }
 
 // At schedules fn at time t (at once, after the current event, if t is in the past).
-func (s *Sim) At(t ndp.Time, fn func()) {
-	if t < s.now {
-		t = s.now
-	}
-	s.seq++
-	heap.Push(&s.events, event{at: t, seq: s.seq, fn: fn})
-}
+func (s *Sim) At(t ndp.Time, fn func()) { s.push(t, evBody{kind: evFunc, fn: fn}) }
 
 // After schedules fn d nanoseconds from now.
 func (s *Sim) After(d ndp.Time, fn func()) { s.At(s.now+d, fn) }
 
+// push schedules the event b at time t (now, if t is in the past).
+func (s *Sim) push(t ndp.Time, b evBody) {
+	if t < s.now {
+		t = s.now
+	}
+	s.seq++
+	var slot uint32
+	if n := len(s.free); n > 0 {
+		slot = s.free[n-1]
+		s.free = s.free[:n-1]
+		s.body[slot] = b
+	} else {
+		slot = uint32(len(s.body))
+		s.body = append(s.body, b)
+	}
+	s.heap = append(s.heap, evKey{at: t, seq: s.seq, slot: slot})
+	s.up(len(s.heap) - 1)
+}
+
+// up restores the heap order from leaf i toward the root.
+func (s *Sim) up(i int) {
+	h := s.heap
+	k := h[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if !k.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = k
+}
+
+// pop removes the earliest event's key.
+func (s *Sim) pop() evKey {
+	h := s.heap
+	top := h[0]
+	n := len(h) - 1
+	k := h[n]
+	s.heap = h[:n]
+	h = h[:n]
+	if n == 0 {
+		return top
+	}
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if h[j].before(&h[m]) {
+				m = j
+			}
+		}
+		if !h[m].before(&k) {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = k
+	return top
+}
+
 // Run processes events until the queue is empty, done returns true, or the clock passes
 // limit. It reports whether done became true.
 func (s *Sim) Run(limit ndp.Time, done func() bool) bool {
-	for s.events.Len() > 0 {
+	for len(s.heap) > 0 {
 		if done != nil && done() {
 			return true
 		}
-		if s.events[0].at > limit {
+		if s.heap[0].at > limit {
 			s.now = limit
 			return done != nil && done()
 		}
-		e := heap.Pop(&s.events).(event)
-		s.now = e.at
+		k := s.pop()
+		b := s.body[k.slot]
+		s.body[k.slot] = evBody{}
+		s.free = append(s.free, k.slot)
+		s.now = k.at
 		s.steps++
-		e.fn()
+		switch b.kind {
+		case evLinkDone:
+			b.link.done(b.frame)
+		case evArrive:
+			b.link.arrive(b.frame)
+		case evPulls:
+			b.host.releasePulls(k.at)
+		case evTimers:
+			b.host.fireTimers(k.at)
+		default:
+			b.fn()
+		}
 	}
 	return done != nil && done()
 }

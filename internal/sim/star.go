@@ -40,6 +40,14 @@ type Star struct {
 // HostIP is the simulated IPv4 address of host i. It exists only inside the simulator.
 func HostIP(i int) [4]byte { return [4]byte{10, 0, byte(i >> 8), byte(i + 1)} }
 
+// hostIndex is the host whose HostIP is ip.
+func hostIndex(ip [4]byte) (int, bool) {
+	if ip[0] != 10 || ip[1] != 0 {
+		return 0, false
+	}
+	return int(ip[2])<<8 | int(ip[3]-1), true
+}
+
 // HostMAC is the simulated MAC address of host i.
 func HostMAC(i int) [6]byte { return [6]byte{0x02, 0, 0, 0, byte(i >> 8), byte(i)} }
 

@@ -72,8 +72,8 @@ type Switch struct {
 	ports  []*fabric.Port
 	links  []*Link
 	kinds  []portKind
-	routes map[[4]byte]int
-	up     []int // uplink ports, the ECMP group
+	routes []int32 // routes[hostIndex(dst)] is the port reaching dst, -1 for none
+	up     []int   // uplink ports, the ECMP group
 
 	ecmp    ECMPMode
 	salt    uint64
@@ -84,7 +84,7 @@ type Switch struct {
 }
 
 func newSwitch(s *Sim) *Switch {
-	return &Switch{sim: s, routes: map[[4]byte]int{}, pathDiv: 1}
+	return &Switch{sim: s, pathDiv: 1}
 }
 
 // addPort adds an output port of the given kind whose link reaches the hosts in dsts.
@@ -98,12 +98,19 @@ func (sw *Switch) addPort(cfg fabric.Config, l *Link, kind portKind, dsts ...[4]
 	sw.ports = append(sw.ports, p)
 	sw.links = append(sw.links, l)
 	sw.kinds = append(sw.kinds, kind)
-	l.source = func(now ndp.Time) ([]byte, bool) { return p.Dequeue(now) }
+	l.srcPort = p
 	if kind == portUp {
 		sw.up = append(sw.up, i)
 	}
 	for _, d := range dsts {
-		sw.routes[d] = i
+		h, ok := hostIndex(d)
+		if !ok {
+			return fmt.Errorf("sim: %d.%d.%d.%d is not a simulated host address", d[0], d[1], d[2], d[3])
+		}
+		for len(sw.routes) <= h {
+			sw.routes = append(sw.routes, -1)
+		}
+		sw.routes[h] = int32(i)
 	}
 	return nil
 }
@@ -128,8 +135,8 @@ func (sw *Switch) route(f []byte) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	if i, ok := sw.routes[dst]; ok {
-		return i, true
+	if h, ok := hostIndex(dst); ok && h < len(sw.routes) && sw.routes[h] >= 0 {
+		return int(sw.routes[h]), true
 	}
 	if len(sw.up) == 0 {
 		return 0, false
