@@ -48,8 +48,8 @@ type Link struct {
 	srcPort *fabric.Port
 	srcHost *Host
 	source  func(now ndp.Time) ([]byte, bool)
-	busy   bool
-	stats  LinkStats
+	busy    bool
+	stats   LinkStats
 }
 
 func newLink(s *Sim, rate float64, delay ndp.Time, to node) *Link {
