@@ -166,7 +166,7 @@ func TestPattern(t *testing.T) {
 	flow := uint64(3)
 	for i := range b {
 		o := int64(12345 + i)
-		if want := byte(mix(flow*0x9E3779B97F4A7C15^uint64(o>>3)) >> (8 * (o & 7))); b[i] != want {
+		if want := byte((patternBase(flow) + uint64(o>>3)*patternStep) >> (8 * (o & 7))); b[i] != want {
 			t.Fatalf("byte %d = %#x, want %#x", i, b[i], want)
 		}
 	}
