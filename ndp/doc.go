@@ -52,6 +52,6 @@
 // per-round random permutation of paths, with a scoreboard that excludes outlier paths; bounced headers are
 // resent only when no more PULLs are expected or the network looks
 // asymmetric. Time-wait at both ends gives at-most-once connection
-// semantics. See docs/decisions.md "## ndp protocol" for the choices the
+// semantics. See docs/decisions.md "## ndp" for the choices the
 // paper leaves open (abort, flow control, FIN, unknown connections).
 package ndp

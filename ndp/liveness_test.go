@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// Liveness under loss and flow control (docs/decisions.md, "Open: a rare
-// stalled bulk transfer"): two endpoints, several connections dialed from
+// Liveness under loss and flow control (docs/decisions.md, "Liveness property
+// test"): two endpoints, several connections dialed from
 // each side at once, every connection carrying a stream in both directions,
 // through a path that loses frames (independently and in bursts), duplicates,
 // trims and bounces them, and delays some of them by up to a few milliseconds

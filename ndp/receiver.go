@@ -99,9 +99,9 @@ func (r *receiver) classify(seq uint32) seqClass {
 // seq order is stream order, so their data lies below seq's, in space the
 // buffer already holds for the data received beyond it, and pulling them
 // needs no new room. Left counted as "no buffer", the packet at the head of
-// the stream waited for room that reading could never make (everything
+// the stream would wait for room that reading can never make (everything
 // before it read, the rest of the buffer taken by data after it): a
-// deadlock found by TestLiveness.
+// deadlock (TestLiveness covers it).
 func (r *receiver) markGot(seq uint32) {
 	setBit(&r.got, seq, true)
 	if bit(&r.trimmed, seq) {

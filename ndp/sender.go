@@ -16,11 +16,11 @@ package ndp
 // Retransmission queue: the set of sequence numbers waiting to be resent, a
 // bitmap over the window (rtxMap), resent lowest first. The lowest missing
 // packet is the one that blocks the peer's reader and, under flow control,
-// the one sure to fit its receive buffer; a FIFO let a PULL or an RTO's
-// unsolicited credit go to a later packet the peer could not take (NACKed
-// again for lack of buffer) while the packet it needed stayed queued with no
-// credit, and the stall probe kept probing the FIFO's head, which the peer
-// already knew about: a deadlock, found by TestLiveness. urgMap marks the
+// the one sure to fit its receive buffer. A FIFO would let a PULL or an RTO's
+// unsolicited credit go to a later packet the peer cannot take (NACKed again
+// for lack of buffer) while the packet it needs stays queued with no credit,
+// and the stall probe would keep probing the FIFO's head, which the peer
+// already knows about: a deadlock (TestLiveness covers it). urgMap marks the
 // queued packets that are resent without waiting for a PULL (declared lost by
 // the RTO, or bounced when no PULL will come); their count is the
 // unsolicited credit, so that credit always goes to those very packets.

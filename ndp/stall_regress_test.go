@@ -4,8 +4,9 @@ import (
 	"testing"
 )
 
-// Regression tests for the two deadlocks TestLiveness found (docs/decisions.md,
-// "Open: a rare stalled bulk transfer"). Both fail on the code before the fix.
+// Tests for two deadlocks the liveness property test (TestLiveness) looks for:
+// retransmissions in FIFO order, and a no-buffer packet at the head of the
+// stream never counted as a hole (docs/decisions.md, "## ndp").
 
 func TestSeqBitmap(t *testing.T) {
 	var m seqBitmap

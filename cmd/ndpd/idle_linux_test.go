@@ -31,7 +31,7 @@ func procCPU(t *testing.T, pid int) time.Duration {
 // its engine's next deadline (or input), so it wakes at most about once
 // per MaxSleep (10ms), not on a fixed 1ms (idle) or 200us (busy) cap.
 // Logs the wakeup rate and CPU use; `go test -run IdleWakeups -v` is the
-// measurement docs/BENCHMARKS.md quotes.
+// measurement docs/decisions.md quotes ("The core sleeps on every region").
 func TestE2EIdleWakeups(t *testing.T) {
 	e := newE2E(t)
 	srv := attachT(t, e.b.sock)
@@ -89,7 +89,7 @@ func TestE2EIdleWakeups(t *testing.T) {
 		rate := float64(x.s1.sleeps-x.s0.sleeps) / window.Seconds()
 		cpu := float64(x.s1.cpu-x.s0.cpu) / float64(window) * 100
 		t.Logf("%s ndpd, one open idle connection: %.0f wakeups/s, %.1f%% CPU", x.name, rate, cpu)
-		// 1s / MaxSleep (10ms) = 100/s; the old fixed 1ms cap made 1000/s.
+		// 1s / MaxSleep (10ms) = 100/s; a fixed 1ms cap would make 1000/s.
 		if rate > 300 {
 			t.Errorf("%s ndpd wakes %.0f times/s while idle, want about 100 (MaxSleep)", x.name, rate)
 		}

@@ -117,7 +117,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("ndpd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.configPath, "config", "", "config file (JSON; see docs/decisions.md '## ndpd')")
+	fs.StringVar(&o.configPath, "config", "", "config file (JSON; see docs/decisions.md '## internal/daemon and ndpd')")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate the configuration, print the effective config and exit (non-zero on errors)")
 	var f Config

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/chart"
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
@@ -54,6 +55,7 @@ type incastOpts struct {
 	rate    int64  // NDP pull pacer rate, bits/s
 	pcap    string // directory for one pcapng capture per NDP stack ("": none)
 	json    bool
+	plot    string       // PNG of every round's completion per transport ("": none)
 	prof    profileFlags // over the NDP rounds
 	// fabric is "bridge" (a Linux bridge, the zero value "" too) or "switch"
 	// (internal/softswitch at link b/s per port, personality "ndp" or
@@ -78,6 +80,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	link := bitRate(10e9)
 	fs.Var(&link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
 	personality := fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
+	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -86,7 +89,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	if fs.NArg() > 0 {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, prof: prof}
+	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, plot: *plotFile, prof: prof}
 	if *fab == "switch" {
 		o.fabric, o.link, o.personality = *fab, int64(link), *personality
 		rateSet := false
@@ -117,6 +120,11 @@ func (o incastOpts) validate() error {
 	case o.fabric == "switch" && o.personality != "ndp" && o.personality != "commodity":
 		return fmt.Errorf("--personality %q: want ndp or commodity", o.personality)
 	}
+	if o.plot != "" {
+		if err := chart.CheckName(o.plot); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -140,6 +148,8 @@ type incastResult struct {
 	// TCP is the kernel's TCP counters summed over every namespace over the
 	// measured rounds (kernel TCP only).
 	TCP *tcpCounters `json:"tcp_counters,omitempty"`
+
+	roundsMs []float64 // each measured round's completion in ms, in round order, for --plot
 }
 
 type incastOutput struct {
@@ -183,15 +193,24 @@ func runIncast(args []string) error {
 	if err != nil {
 		return err
 	}
+	var out incastOutput
 	if os.Geteuid() != 0 {
-		return incastSim(o)
+		out, err = incastSim(o)
+	} else {
+		fmt.Fprintf(os.Stderr, "ndpperf incast: building a %d-to-1 testbed (%d namespaces, %s)...\n", o.servers, o.servers+2, map[bool]string{false: "a bridge", true: "ndpswitch"}[o.fabric == "switch"])
+		out, err = incastTestbed(o)
+		if err == nil {
+			fmt.Fprintln(os.Stderr, "ndpperf incast: testbed removed.")
+		}
 	}
-	fmt.Fprintf(os.Stderr, "ndpperf incast: building a %d-to-1 testbed (%d namespaces, %s)...\n", o.servers, o.servers+2, map[bool]string{false: "a bridge", true: "ndpswitch"}[o.fabric == "switch"])
-	out, err := incastTestbed(o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(os.Stderr, "ndpperf incast: testbed removed.")
+	if o.plot != "" {
+		if err := plotIncast(o.plot, out); err != nil {
+			return err
+		}
+	}
 	return printIncast(out, o.json)
 }
 
@@ -585,13 +604,17 @@ func incastRounds(k, rounds int, request func(i int) error, afterWarmup func()) 
 }
 
 func incastSummary(name string, k, size int, times []time.Duration) incastResult {
-	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	byRound := make([]float64, len(times))
+	for i, d := range times {
+		byRound[i] = ms(d)
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	med := times[len(times)/2]
 	return incastResult{Transport: name, Servers: k, Size: size, Rounds: len(times),
 		MedianMs: ms(med), P90Ms: ms(times[int(0.9*float64(len(times)-1))]), MaxMs: ms(times[len(times)-1]),
 		GoodputMbps:   float64(k*size) * 8 / med.Seconds() / 1e6,
-		ReceivedBytes: int64(k) * int64(size) * int64(len(times))}
+		ReceivedBytes: int64(k) * int64(size) * int64(len(times)), roundsMs: byRound}
 }
 
 // simStar is the simulator's stand-in for a testbed: hosts on one NDP
@@ -602,15 +625,11 @@ func simStar(rate float64, mtu int) sim.StarConfig {
 }
 
 // incastSim is the unprivileged fallback: the same incast on the simulator.
-func incastSim(o incastOpts) error {
+func incastSim(o incastOpts) (incastOutput, error) {
 	fmt.Fprintln(os.Stderr, "ndpperf incast: not root, so no veth testbed (network namespaces and AF_XDP need root).")
 	fmt.Fprintf(os.Stderr, "  Running the same incast on the simulator instead: real ndp endpoints and pull queues, %d senders\n", o.servers)
 	fmt.Fprintf(os.Stderr, "  and one receiver on one NDP switch (%s b/s links, 1 µs delay), virtual time, one round. Kernel TCP needs root; skipped.\n", formatRate(float64(o.rate)))
-	out, err := incastSimRun(o)
-	if err != nil {
-		return err
-	}
-	return printIncast(out, o.json)
+	return incastSimRun(o)
 }
 
 // incastSimRun runs the incast on the simulator.
@@ -637,6 +656,6 @@ func incastSimRun(o incastOpts) (incastOutput, error) {
 		Results: []incastResult{{Transport: "ndp (sim)", Servers: o.servers, Size: o.size, Rounds: 1,
 			MedianMs: r.LastFCTus / 1000, P90Ms: r.LastFCTus / 1000, MaxMs: r.LastFCTus / 1000,
 			GoodputMbps: float64(o.servers*o.size) * 8 / (r.LastFCTus / 1e6) / 1e6, ReceivedBytes: int64(o.servers) * int64(o.size),
-			Client: &c}}} // summed over every host (printIncast says so)
+			Client: &c, roundsMs: []float64{r.LastFCTus / 1000}}}} // summed over every host (printIncast says so)
 	return out, nil
 }

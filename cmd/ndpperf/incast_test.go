@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,6 +79,17 @@ func TestIncastTestbed(t *testing.T) {
 			out.NDPOverOptimal, out.NDPOverPullRate, out.NDPOverTCP)
 	}
 	t.Logf("%+v\nclient %+v\nservers %+v", out.Results, *ndp.Client, *ndp.ServerSummed)
+	// --plot: one point per round per transport.
+	for _, r := range out.Results {
+		if len(r.roundsMs) != rounds {
+			t.Errorf("%s: %d rounds to plot, want %d", r.Transport, len(r.roundsMs), rounds)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "incast.png")
+	if err := plotIncast(file, out); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, file)
 }
 
 func TestIncastAsked(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ndpstack/ndpstack/internal/chart"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 )
@@ -77,8 +78,14 @@ func runPacer(args []string) error {
 	conns := fs.Int("conns", 64, "connections sharing the queue")
 	wakes := fs.Int("wakes", 200, "wake-latency samples (one pull into a parked pacer each)")
 	jsonOut := fs.Bool("json", false, "print JSON")
+	plotFile := fs.String("plot", "", "also draw the histogram of PULL spacings to this PNG file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *plotFile != "" {
+		if err := chart.CheckName(*plotFile); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
 	}
 	if *interval <= 0 || *duration <= 0 || *idle <= 0 || *conns <= 0 || *wakes < 0 {
 		return errors.New("--interval, --duration, --idle and --conns must be > 0")
@@ -175,6 +182,11 @@ func runPacer(args []string) error {
 		res.StealPct = 100 * float64(steal1-steal0) / float64(total1-total0)
 	}
 	spacingStats(at, iv, &res)
+	if *plotFile != "" {
+		if err := plotSpacing(*plotFile, at, iv); err != nil {
+			return err
+		}
+	}
 
 	// Phase 2: empty queue. Wait for the thread to park, then measure its CPU time.
 	deadline := time.Now().Add(5 * time.Second)

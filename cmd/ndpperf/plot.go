@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // plotLatency draws the round-trip CDF of every transport in res to file.
@@ -17,5 +18,56 @@ func plotLatency(file, title string, res []latencyResult) error {
 		return fmt.Errorf("--plot: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "ndpperf: latency CDF written to %s\n", file)
+	return nil
+}
+
+// plotIncast draws every measured round's completion time per transport to
+// file, with the run's optimum (the bytes at the pull rate plus a round trip)
+// as a reference line when it has one.
+func plotIncast(file string, out incastOutput) error {
+	var series []chart.Series
+	rounds := 0
+	for _, r := range out.Results {
+		x := make([]float64, len(r.roundsMs))
+		for i := range x {
+			x[i] = float64(i + 1)
+		}
+		series = append(series, chart.Series{Name: r.Transport, X: x, Y: r.roundsMs})
+		rounds = max(rounds, len(x))
+	}
+	if out.OptimalMs > 0 && rounds > 0 {
+		series = append(series, chart.Series{Name: "optimum", X: []float64{1, float64(rounds)}, Y: []float64{out.OptimalMs, out.OptimalMs}})
+	}
+	title := "ndpperf incast: completion per round"
+	if len(out.Results) > 0 {
+		r := out.Results[0]
+		title = fmt.Sprintf("ndpperf incast: %d servers × %d bytes, completion per round", r.Servers, r.Size)
+	}
+	if err := chart.Lines(file, title, "round", "completion (ms)", series); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "ndpperf: incast rounds written to %s\n", file)
+	return nil
+}
+
+// plotSpacing draws the histogram of the gaps between consecutive PULL
+// releases (at, ns) up to four intervals iv; longer gaps (stalls of the
+// pacing thread) would squash the histogram and are counted in the title.
+func plotSpacing(file string, at []ndp.Time, iv float64) error {
+	gaps := make([]float64, 0, len(at))
+	over := 0
+	for k := 1; k < len(at); k++ {
+		g := float64(at[k] - at[k-1])
+		if g > 4*iv {
+			over++
+			continue
+		}
+		gaps = append(gaps, g)
+	}
+	title := fmt.Sprintf("ndpperf pacer: PULL spacing, interval %.0f ns (%d longer gaps not shown)", iv, over)
+	if err := chart.Histogram(file, title, "gap between PULLs (ns)", gaps, 100); err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "ndpperf: PULL spacing histogram written to %s\n", file)
 	return nil
 }

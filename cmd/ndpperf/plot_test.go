@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // checkPNG fails unless file decodes as a PNG of chart's size.
@@ -43,6 +44,45 @@ func TestRPCPlotSim(t *testing.T) {
 		t.Fatalf("%d samples for the plot, want 200", n)
 	}
 	if err := plotLatency(o.plot, "rpc", out.Results); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, file)
+}
+
+// TestIncastPlotSim: `ndpperf incast --plot` on its simulator path.
+func TestIncastPlotSim(t *testing.T) {
+	o, err := parseIncastFlags([]string{"--servers", "3", "--size", "64KiB", "--plot", "x.png"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := incastSimRun(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "incast.png")
+	if err := plotIncast(file, out); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, file)
+	if _, err := parseIncastFlags([]string{"--plot", "x.jpg"}); err == nil {
+		t.Error("--plot x.jpg accepted")
+	}
+}
+
+// TestSpacingPlot: `ndpperf pacer --plot` draws the gaps between releases,
+// leaving out the stalls.
+func TestSpacingPlot(t *testing.T) {
+	at := make([]ndp.Time, 0, 1000)
+	var now ndp.Time
+	for i := range 1000 {
+		now += ndp.Time(1150 + (i*37)%100)
+		if i%200 == 0 {
+			now += 50000 // a stall: not drawn
+		}
+		at = append(at, now)
+	}
+	file := filepath.Join(t.TempDir(), "spacing.png")
+	if err := plotSpacing(file, at, 1200); err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, file)

@@ -138,7 +138,7 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 	// Each ndpd's core loop runs on its application's CPU (ndpd's
 	// pacer_cpu): an app and its daemon then hand work over on one CPU
 	// (a few µs) instead of waking a thread on the other one (25-33 µs
-	// here; docs/BENCHMARKS.md "ndpd latency settings").
+	// here; docs/decisions.md, "pacer_cpu pins the core loop").
 	cpuClient, cpuEcho := cpuPair()
 	for i, side := range []struct {
 		ns     *testbed.Namespace

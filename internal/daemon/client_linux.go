@@ -22,7 +22,7 @@ type ClientConfig struct {
 	// frames) keeps polling the rings itself before it sleeps. Default 0:
 	// on a machine with fewer cores than busy threads (the 2-vCPU test VM
 	// runs two daemons and two applications) spinning only steals the CPU
-	// the peer needs; see docs/BENCHMARKS.md. Negative = never spin.
+	// the peer needs (docs/decisions.md, ndpd). Negative = never spin.
 	SpinFor time.Duration
 }
 

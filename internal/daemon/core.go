@@ -28,8 +28,8 @@ type Config struct {
 	// before it sleeps (adaptive polling). Between idle polls it yields the
 	// CPU (sched_yield), so on a machine with more busy threads than cores
 	// (2 vCPUs running two daemons and their applications) the spin does
-	// not take the CPU from the thread that has work: measured in
-	// docs/BENCHMARKS.md. Default 50us; negative = never spin.
+	// not take the CPU from the thread that has work (measurements in
+	// docs/decisions.md, ndpd). Default 50us; negative = never spin.
 	SpinFor time.Duration
 	// MaxSleep bounds one sleep. Default 10ms.
 	MaxSleep time.Duration

@@ -123,10 +123,9 @@ func (c *Config) populate() {
 		// milliseconds (Go scheduler preemption, a busy peer). The RTO
 		// backs off (doubling up to MaxRTO, 32 ms by default), so 24
 		// silent rounds give up after about 0.65 s (1+2+...+32 ms, then
-		// 32 ms rounds); 500 fixed 1 ms rounds used to give up after
-		// 0.5 s, but with backoff 500 rounds took 16 s (and stretched
-		// time-wait to match). 16 rounds (0.39 s) made loaded -race runs
-		// time out now and then.
+		// 32 ms rounds). With backoff, 500 rounds would take 16 s (and
+		// stretch time-wait to match); 16 rounds (0.39 s) let loaded
+		// -race runs time out now and then.
 		c.Endpoint.MaxRTORetries = 24
 	}
 	if !c.SeparateControl {

@@ -231,7 +231,7 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		}
 		s.link.ReleaseReceived()
 		// Pulled packets shorter than a full frame give their unused pull-slot
-		// time back to the pacer (docs/decisions.md: size-aware pull pacing).
+		// time back to the pacer (docs/decisions.md: "Pull pacing refunds short packets").
 		if short := s.ep.TakePullShortfall(); short > 0 {
 			s.pulls.Refund(now, short)
 		}

@@ -39,10 +39,10 @@ func (g *gatedLink) Receive(frames [][]byte) int {
 // buffer, for each N, while another goroutine is the stack's link sleeper
 // (so the writer waits on its channel); besides the writer only a slow
 // outside poller polls, so for some N the writer's own poll in its
-// blocking iteration is the one. Before the fix the channel was made
-// after that poll, the EventWritable went nowhere, and with everything
-// acknowledged no further event came: the writer blocked forever (the
-// stalled bulk transfer of docs/decisions.md).
+// blocking iteration is the one. A channel made after that poll would
+// miss the EventWritable, and with everything acknowledged no further
+// event comes: the writer would block forever (docs/decisions.md,
+// "Lazy wait channels").
 func TestNoLostWakeupOnBlock(t *testing.T) {
 	for n := int32(1); n <= 8; n++ {
 		t.Run(fmt.Sprint("receive", n), func(t *testing.T) {

@@ -122,8 +122,7 @@ func TestXDPTransfer100MB(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	// A stalled transfer fails within two minutes with both stacks' counters instead
-	// of blocking until the package timeout (a stall was seen once, under two full
-	// test suites running at once; see docs/decisions.md, engine).
+	// of blocking until the package timeout (docs/decisions.md, "Lazy wait channels").
 	stall := make(chan struct{})
 	watchdog := time.AfterFunc(2*time.Minute, func() { close(stall) })
 	defer watchdog.Stop()

@@ -327,8 +327,8 @@ func TestPermutationWithBadCoreLink(t *testing.T) {
 	}
 }
 
-// A permutation that no flow finishes before the limit says so (it used to report
-// "the first flow finished at -0.0 us, before the warmup").
+// A permutation that no flow finishes before the limit says so, rather than
+// reporting "the first flow finished at -0.0 us, before the warmup".
 func TestPermutationNoFlowFinished(t *testing.T) {
 	p := Params{LinkRate: 10e9, LinkDelay: 1000, Endpoint: ndp.Config{MTU: 9000, IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1}
 	_, err := RunPermutation(PermutationConfig{Clos: ClosConfig{Kind: FatTree, K: 4, Params: p}, Size: 10e6,
