@@ -37,6 +37,9 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
+	if stderrIsTerminal() {
+		progress = newProgressLine(os.Stderr, time.Now)
+	}
 	switch os.Args[1] {
 	case "incast":
 		err = runIncast(os.Args[2:])
@@ -52,6 +55,7 @@ func main() {
 		usage()
 		os.Exit(2)
 	}
+	progress.finish()
 	if errors.Is(err, flag.ErrHelp) {
 		return
 	}
@@ -135,6 +139,9 @@ func (c *common) star() (sim.StarConfig, int64, error) {
 		Faults:    sim.Faults{Loss: c.loss, Duplicate: c.dup, Reorder: c.reorder, Corrupt: c.bad},
 		Seed:      c.seed,
 	}
+	if progress != nil {
+		cfg.Progress = progress.report
+	}
 	return cfg, size, nil
 }
 
@@ -195,6 +202,7 @@ func report(r sim.Result, asJSON bool) error { return reportWith(r, r, asJSON, n
 // reportWith prints v as JSON, or r as a table followed by the rows extra writes, and
 // fails unless every byte was verified.
 func reportWith(v any, r sim.Result, asJSON bool, extra func(tw io.Writer)) error {
+	progress.finish()
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

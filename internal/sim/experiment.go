@@ -155,7 +155,18 @@ func run(n *Network, flows []*Flow, limit ndp.Time, setup func(*Workload)) (Resu
 	if setup != nil {
 		setup(w)
 	}
-	n.Sim.Run(limit, w.Done)
+	done := w.Done
+	if report := n.p.Progress; report != nil {
+		s, next := n.Sim, uint64(ProgressEvery)
+		done = func() bool {
+			if s.steps >= next {
+				next = s.steps + ProgressEvery
+				report(Progress{Now: s.now, Limit: limit, Events: s.steps})
+			}
+			return w.Done()
+		}
+	}
+	n.Sim.Run(limit, done)
 	return summarize(n, w), w, nil
 }
 

@@ -23,7 +23,20 @@ type Params struct {
 	// Faults apply to every link in both directions.
 	Faults Faults
 	Seed   uint64
+	// Progress, when set, is called every ProgressEvery events of a run (a
+	// command shows it to a person waiting for a long run; nil costs nothing).
+	Progress func(Progress)
 }
+
+// Progress is how far a run has got.
+type Progress struct {
+	Now    ndp.Time // virtual time
+	Limit  ndp.Time // the run stops here if not done before
+	Events uint64   // events processed so far
+}
+
+// ProgressEvery is how many events pass between two Params.Progress calls.
+const ProgressEvery = 1 << 16
 
 // Network is a built topology: hosts, switches and the links between them. Star and
 // Clos embed it; workloads and summaries only need a Network.

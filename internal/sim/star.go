@@ -21,13 +21,15 @@ type StarConfig struct {
 	// Faults apply to every link in both directions.
 	Faults Faults
 	Seed   uint64
+	// Progress, when set, is called every ProgressEvery events of a run.
+	Progress func(Progress)
 }
 
 // Params returns the host, link and port parameters of the star, for building another
 // topology with the same ones.
 func (c StarConfig) Params() Params {
 	return Params{LinkRate: c.LinkRate, LinkDelay: c.LinkDelay, Endpoint: c.Endpoint,
-		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed}
+		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed, Progress: c.Progress}
 }
 
 // Star is a built star topology.
