@@ -112,6 +112,9 @@ type Config struct {
 	// every frame costs a system call's share and a copy. Receivers of
 	// either setting understand both.
 	CoalesceControl bool
+	// Commodity recognises frames trimmed by switches that know nothing of
+	// NDP and marks frames for them (CommodityTrim). The zero value is off.
+	Commodity CommodityTrim
 	// Seed seeds the deterministic PRNG (path permutations, connection ids,
 	// initial sequence numbers). Zero is a valid seed.
 	Seed uint64
@@ -198,6 +201,8 @@ func (c *Config) validate() error {
 		return bad("negative duration")
 	case c.MaxRTO < c.RTO:
 		return bad("MaxRTO %v < RTO %v", c.MaxRTO, c.RTO)
+	case !c.Commodity.valid():
+		return bad("Commodity: DSCP above 63 or more than 4 TrimDSCPs")
 	case c.RTO > maxRTOLimit || c.MaxRTO > maxRTOLimit || c.StallTimeout > maxRTOLimit:
 		return bad("RTO %v, MaxRTO %v or StallTimeout %v above %v", c.RTO, c.MaxRTO, c.StallTimeout, maxRTOLimit)
 	case c.MaxRTORetries < 1 || c.MaxRTORetries > maxRTORetries:

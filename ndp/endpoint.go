@@ -15,6 +15,8 @@ type Endpoint struct {
 	mss     int
 	localIP uint32
 	rng     rng
+	// commodity is cfg.Commodity as the parser uses it.
+	commodity commodityParse
 
 	conns     []*conn // slot -> conn (nil = free slot)
 	gens      []uint32
@@ -63,6 +65,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		mss:           MaxPayload(cfg.MTU),
 		localIP:       binary.BigEndian.Uint32(cfg.LocalIP[:]),
 		rng:           rng{s: cfg.Seed},
+		commodity:     cfg.Commodity.parse(),
 		conns:         make([]*conn, 0, cfg.MaxConns),
 		gens:          make([]uint32, 0, cfg.MaxConns),
 		freeSlots:     make([]int32, 0, cfg.MaxConns),

@@ -40,6 +40,16 @@ func FuzzParseFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var fr Frame
 		err := ParseFrame(b, &fr)
+		// A commodity-trimmed parse never delivers payload it did not check,
+		// and accepts every frame ParseFrame accepts, unchanged.
+		var cf Frame
+		cerr := ParseFrameCommodity(b, &cf, &testCommodity)
+		if cerr == nil && err != nil && (cf.Header.Flags&FlagTrimmed == 0 || len(cf.Payload) != 0) {
+			t.Fatalf("commodity parse accepted a malformed frame as %+v with %d payload bytes", cf.Header, len(cf.Payload))
+		}
+		if err == nil && (cerr != nil || cf.Header.Flags&FlagTrimmed != fr.Header.Flags&FlagTrimmed && b[offIP+1]>>2 != 46 && b[offIP+1]>>2 != 48) {
+			t.Fatalf("commodity parse refused or changed a valid frame: %v", cerr)
+		}
 		// switch helpers never panic on anything
 		c := append([]byte(nil), b...)
 		IsTrimmable(c)

@@ -12,7 +12,7 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 	e.now = max(e.now, now)
 	e.stats.FramesIn++
 	f := &e.f
-	if err := ParseFrame(b, f); err != nil {
+	if err := parseFrame(b, f, &e.commodity); err != nil {
 		e.stats.Malformed++
 		return err
 	}

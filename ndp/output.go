@@ -291,6 +291,13 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	n := int(d.n)
 	s.copyOut(b[HeaderOverhead:HeaderOverhead+n], d.off)
 	writeHeaders(b, &c.remote.MAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &c.remote.IP, c.udpSrc(path), e.cfg.UDPPort, &hd, n)
+	if e.commodity.trimMask != 0 {
+		if n > 0 {
+			setDSCP(b, e.cfg.Commodity.DataDSCP)
+		} else {
+			setDSCP(b, e.cfg.Commodity.ControlDSCP)
+		}
+	}
 	if s.rtoAt == 0 {
 		s.rtoAt = now + e.rto(c)
 	}
@@ -308,6 +315,9 @@ func (e *Endpoint) buildCtl(b []byte, cf *ctlFrame) int {
 		SynOffset: cf.synOff, PayloadLen: cf.plen, Offset: cf.off,
 	}
 	writeHeaders(b, &cf.dstMAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &cf.dstIP, cf.udpSrc, e.cfg.UDPPort, &hd, 0)
+	if e.commodity.trimMask != 0 {
+		setDSCP(b, e.cfg.Commodity.ControlDSCP)
+	}
 	e.stats.FramesOut++
 	switch cf.typ {
 	case TypeAck:

@@ -171,7 +171,11 @@ type Frame struct {
 // ParseFrame decodes and validates b into f without allocating. On error f
 // is partially filled and the error is a *ParseError. Trailing bytes after
 // the IPv4 total length (Ethernet padding) are ignored.
-func ParseFrame(b []byte, f *Frame) error {
+func ParseFrame(b []byte, f *Frame) error { return parseFrame(b, f, nil) }
+
+// parseFrame is ParseFrame; with cp it also accepts commodity-trimmed frames
+// (CommodityTrim).
+func parseFrame(b []byte, f *Frame, cp *commodityParse) error {
 	if len(b) < HeaderOverhead {
 		return parseErrors.short
 	}
@@ -190,6 +194,9 @@ func ParseFrame(b []byte, f *Frame) error {
 	}
 	if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 { // MF or fragment offset
 		return parseErrors.ipFrag
+	}
+	if cp != nil && cp.trimMask != 0 && commodityTrimmed(b, f, cp) {
+		return nil
 	}
 	total := int(binary.BigEndian.Uint16(ip[2:]))
 	if total < ipOverhead || total > len(ip) {

@@ -38,6 +38,12 @@ const (
 	PolicyDeadline
 )
 
+// CommodityTrim configures commodity packet trimming (ndp.CommodityTrim):
+// TrimDSCPs are the DSCP values a trimming switch writes into trimmed frames,
+// DataDSCP and ControlDSCP what this stack writes into its DATA and other
+// frames.
+type CommodityTrim = ndp.CommodityTrim
+
 // Config configures an embedded stack (Open). Zero values select the
 // documented defaults.
 type Config struct {
@@ -64,6 +70,10 @@ type Config struct {
 	MTU int
 	// IW is the first-RTT window in packets. Zero means 30 (NDP paper).
 	IW int
+	// CommodityTrim recognises frames trimmed by a switch that knows nothing
+	// of NDP (by their DSCP and their being shorter than their lengths say)
+	// and marks this stack's frames for such a switch. The zero value is off.
+	CommodityTrim CommodityTrim
 	// RTO is the retransmission timeout for real loss. Zero means 1ms.
 	RTO time.Duration
 	// MaxConns bounds open connections. Zero means 4096.
@@ -132,7 +142,7 @@ func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Con
 	return engine.Config{
 		Link: link,
 		Endpoint: ndp.Config{
-			LocalIP: c.Address.As4(), UDPPort: c.UDPPort, MTU: c.MTU, IW: c.IW, RTO: c.RTO,
+			LocalIP: c.Address.As4(), UDPPort: c.UDPPort, MTU: c.MTU, IW: c.IW, RTO: c.RTO, Commodity: c.CommodityTrim,
 			MaxConns: maxConns, RecvBuffer: c.RecvBuffer, SendBuffer: c.SendBuffer,
 			Seed: uint64(time.Now().UnixNano()),
 		},

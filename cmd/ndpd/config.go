@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,14 @@ type Config struct {
 	Gamma float64 `json:"gamma"`
 	// IW is NDP's initial window in packets, [1, 1024]. Default 30.
 	IW int `json:"iw"`
+	// TrimDSCPs are the DSCP values (0..63, at most 4) a commodity switch
+	// writes into the frames it trims (packet trimming without NDP's flag,
+	// ndp.CommodityTrim): such a frame is taken as a trimmed header. Setting
+	// them also marks NDP's frames for the switch: DataDSCP on DATA with
+	// payload, ControlDSCP on everything else. Default none (off).
+	TrimDSCPs   []uint8 `json:"trim_dscps"`
+	DataDSCP    uint8   `json:"data_dscp"`
+	ControlDSCP uint8   `json:"control_dscp"`
 	// Policy is the pull queue's scheduling: "fair" (default), "priority"
 	// (strict classes) or "deadline" (D3 rate allocation, EDF).
 	Policy string `json:"policy"`
@@ -315,6 +324,9 @@ func (c *Config) validate() error {
 	}
 	if c.IW < 1 || c.IW > 1024 {
 		bad("iw: %d outside [1, 1024]", c.IW)
+	}
+	if len(c.TrimDSCPs) > 4 || c.DataDSCP > 63 || c.ControlDSCP > 63 || slices.ContainsFunc(c.TrimDSCPs, func(d uint8) bool { return d > 63 }) {
+		bad("trim_dscps, data_dscp, control_dscp: DSCP values are 0..63, at most 4 trim_dscps")
 	}
 	if cpu := *c.PacerCPU; cpu < -1 || cpu >= runtime.NumCPU() {
 		bad("pacer_cpu: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())

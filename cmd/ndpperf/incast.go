@@ -314,7 +314,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}()
 	for i, h := range hosts {
 		err := h.ns.Do(func() (err error) {
-			cfg := sockapi.Config{Interface: h.link.Name, LinkRate: o.rate}
+			cfg := sockapi.Config{Interface: h.link.Name, LinkRate: o.rate, CommodityTrim: o.commodityTrim()}
 			if o.pcap != "" {
 				name := "incast-client.pcapng"
 				if i > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/sockapi"
 )
 
 // incastHost is one namespace of the incast and its addressed link.
@@ -167,4 +168,15 @@ func procNetTable(path, table string) (map[string]uint64, error) {
 		return m, nil
 	}
 	return nil, fmt.Errorf("%s: no %s table", path, table)
+}
+
+// commodityTrim is the stacks' setting for --personality commodity: the
+// commodity switch's default DSCP values (softswitch.CommodityConfig), so the
+// stacks mark their frames for it and take its trimmed frames as headers.
+func (o incastOpts) commodityTrim() sockapi.CommodityTrim {
+	if o.fabric != "switch" || o.personality != "commodity" {
+		return sockapi.CommodityTrim{}
+	}
+	d := softswitch.DefaultCommodity()
+	return sockapi.CommodityTrim{DataDSCP: d.DataDSCP, ControlDSCP: d.ControlDSCP, TrimDSCPs: []uint8{d.TrimDSCP}}
 }

@@ -112,7 +112,18 @@ func (c *Config) populate() {
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
-	cc := &c.Commodity
+	c.Commodity.populate()
+}
+
+// DefaultCommodity returns the commodity personality's defaults (the zero
+// CommodityConfig's values).
+func DefaultCommodity() CommodityConfig {
+	var c CommodityConfig
+	c.populate()
+	return c
+}
+
+func (cc *CommodityConfig) populate() {
 	if cc.TrimSize == 0 {
 		cc.TrimSize = 128
 	}

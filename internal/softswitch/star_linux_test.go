@@ -22,16 +22,28 @@ import (
 // client's 8-packet port and the switch trims; every byte is verified. Then
 // malformed frames are thrown at the switch and a host's link is removed, and the
 // remaining hosts still exchange verified responses.
-func TestStarIncast(t *testing.T) {
+func TestStarIncast(t *testing.T) { testStarIncast(t, softswitch.TrimNDP) }
+
+// TestStarIncastCommodity is the incast through the commodity personality: the
+// switch cuts frames to 128 bytes and rewrites their DSCP, the stacks (with
+// CommodityTrim) take them as trimmed headers, and every byte arrives.
+func TestStarIncastCommodity(t *testing.T) { testStarIncast(t, softswitch.TrimCommodity) }
+
+func testStarIncast(t *testing.T, personality softswitch.Personality) {
 	tb := testbed.NewT(t)
-	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 4, Switch: softswitch.Config{Rate: 1e9}})
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 4, Switch: softswitch.Config{Rate: 1e9, Personality: personality}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var ct sockapi.CommodityTrim
+	if personality == softswitch.TrimCommodity {
+		d := softswitch.DefaultCommodity()
+		ct = sockapi.CommodityTrim{DataDSCP: d.DataDSCP, ControlDSCP: d.ControlDSCP, TrimDSCPs: []uint8{d.TrimDSCP}}
 	}
 	stacks := make([]*sockapi.Stack, len(star.Hosts))
 	for i, h := range star.Hosts {
 		if err := h.NS.Do(func() (err error) {
-			stacks[i], err = sockapi.Open(sockapi.Config{Interface: h.Link.Name, LinkRate: 1e9})
+			stacks[i], err = sockapi.Open(sockapi.Config{Interface: h.Link.Name, LinkRate: 1e9, CommodityTrim: ct})
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -93,6 +105,16 @@ func TestStarIncast(t *testing.T) {
 		t.Fatalf("three-to-one incast at 1 Gb/s trimmed nothing: %+v", st)
 	}
 	t.Logf("switch: rx %d trimmed %d bounced %d ndp dropped %d flooded %d", st.RxFrames, st.Trimmed, st.Bounced, st.NDPDropped, st.Flooded)
+	cs, err := stacks[0].Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs.Endpoint.TrimmedIn == 0 {
+		t.Fatalf("the client took no trimmed header: %+v", cs)
+	}
+	if personality == softswitch.TrimCommodity {
+		return
+	}
 
 	// Malformed frames from host 1: a runt, garbage claiming to be NDP toward the
 	// client, and a frame with a bogus IP header.
