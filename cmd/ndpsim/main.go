@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/chart"
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/units"
@@ -151,8 +152,14 @@ func runIncast(args []string) error {
 	c.register(fs, "1MB")
 	c.topo.register(fs, "star")
 	senders := fs.Int("senders", 7, "number of senders")
+	plotFile := fs.String("plot", "", "also draw every flow's completion time, sorted, to this PNG file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *plotFile != "" {
+		if err := chart.CheckName(*plotFile); err != nil {
+			return fmt.Errorf("--plot: %w", err)
+		}
 	}
 	stop, err := c.prof.start()
 	if err != nil {
@@ -170,6 +177,11 @@ func runIncast(args []string) error {
 	r, err := sim.RunIncast(sim.IncastConfig{Star: star, Clos: clos, Senders: *senders, Size: size})
 	if err != nil {
 		return err
+	}
+	if *plotFile != "" {
+		if err := plotIncast(*plotFile, r); err != nil {
+			return err
+		}
 	}
 	return report(r, c.json)
 }

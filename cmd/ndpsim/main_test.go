@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/internal/sim"
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 func TestParseSizeAndRate(t *testing.T) {
@@ -128,6 +131,32 @@ func TestPermutationPlot(t *testing.T) {
 	capture(t, func() error {
 		return runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "1MB", "--ecmp", "path", "--json", "--plot", file})
 	})
+	checkPNG(t, file)
+	if err := runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "100KB", "--plot", filepath.Join(t.TempDir(), "x.svg")}); err == nil {
+		t.Error("--plot to a .svg file succeeded")
+	}
+}
+
+// TestIncastPlot: `ndpsim incast --plot FILE` draws every flow's completion.
+func TestIncastPlot(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "incast.png")
+	capture(t, func() error {
+		return runIncast([]string{"--senders", "7", "--size", "200KB", "--json", "--plot", file})
+	})
+	checkPNG(t, file)
+	r, err := sim.RunIncast(sim.IncastConfig{Star: sim.StarConfig{LinkRate: 10e9, LinkDelay: 1000,
+		Endpoint: ndp.Config{MTU: 9000, IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1}, Senders: 5, Size: 100e3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.FCTus) != 5 || r.FCTus[0] != r.FirstFCTus || r.FCTus[4] != r.LastFCTus {
+		t.Fatalf("FCTus %v, first %v last %v", r.FCTus, r.FirstFCTus, r.LastFCTus)
+	}
+}
+
+// checkPNG fails unless file decodes as a PNG of chart's size.
+func checkPNG(t *testing.T, file string) {
+	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +168,5 @@ func TestPermutationPlot(t *testing.T) {
 	}
 	if format != "png" || cfg.Width != chart.Width || cfg.Height != chart.Height {
 		t.Fatalf("%s %dx%d, want png %dx%d", format, cfg.Width, cfg.Height, chart.Width, chart.Height)
-	}
-	if err := runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "100KB", "--plot", filepath.Join(t.TempDir(), "x.svg")}); err == nil {
-		t.Error("--plot to a .svg file succeeded")
 	}
 }

@@ -237,7 +237,7 @@ func TestFatTreeIncast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again != r {
+	if !reflect.DeepEqual(again, r) {
 		t.Fatalf("same seed, different results:\n%+v\n%+v", r, again)
 	}
 }

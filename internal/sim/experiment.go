@@ -81,7 +81,10 @@ type Result struct {
 	Reordered  uint64 `json:"reordered"`
 	Corrupted  uint64 `json:"corrupted"`
 	Events     uint64 `json:"events"`
-	FirstError string `json:"first_error,omitempty"`
+	// FCTus is every completed flow's completion time, ascending (what
+	// ndpsim --plot draws; not in the JSON, which summarizes it).
+	FCTus      []float64 `json:"-"`
+	FirstError string    `json:"first_error,omitempty"`
 }
 
 // RunIncast runs an incast and reports it against the theoretical optimum.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -90,7 +91,7 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := RunIncast(IncastConfig{Star: paperStar(9000), Senders: 4, Size: 200_000})
-	if a != b {
+	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("same seed, different results:\n%+v\n%+v", a, b)
 	}
 }

@@ -47,6 +47,7 @@ func summarize(n *Network, w *Workload) Result {
 	}
 	if len(fcts) > 0 {
 		sort.Float64s(fcts)
+		r.FCTus = fcts
 		r.FirstFCTus = fcts[0]
 		r.MedianFCTus = fcts[len(fcts)/2]
 		r.LastFCTus = fcts[len(fcts)-1]
