@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -261,4 +262,27 @@ func TestRecvMessageStalledFlood(t *testing.T) {
 	}
 	callN(t, flood, addr, 10) // the flooding peer is served again once its stalled messages are gone
 	checkServing(t, done)
+}
+
+// The listener's deadline bounds RecvMessage; a later one reopens it.
+func TestRecvMessageDeadline(t *testing.T) {
+	a, b := pipe(t)
+	l, err := b.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.SetDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := l.RecvMessage(0); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("RecvMessage past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	l.SetDeadline(time.Time{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go a.SendMessage(ctx, addrB.String()+":7", []byte("late"))
+	m, err := l.RecvMessage(0)
+	if err != nil || string(m.Data) != "late" {
+		t.Fatalf("RecvMessage after clearing the deadline: %v", err)
+	}
+	m.Close()
 }
