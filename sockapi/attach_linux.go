@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/daemon"
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // Attach connects to the ndpd daemon listening on the Unix control socket
@@ -112,10 +113,9 @@ func (c attachedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (
 func (c attachedConn) closeWrite() error { return attachedErr(c.s.CloseWrite()) }
 func (c attachedConn) close() error      { return attachedErr(c.s.Close()) }
 func (c attachedConn) abort() error      { return attachedErr(c.s.Abort()) }
-
-// abortTooLarge is a plain reset: the daemon protocol's OpAbort carries no
-// reason, so the peer sees ErrConnReset.
-func (c attachedConn) abortTooLarge() error { return c.abort() }
+func (c attachedConn) abortTooLarge() error {
+	return attachedErr(c.s.AbortCode(ndp.ResetTooLarge))
+}
 func (c attachedConn) remote() (netip.Addr, uint16) {
 	r := c.s.Remote()
 	return r.Addr(), r.Port()

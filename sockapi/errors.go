@@ -45,9 +45,7 @@ var (
 	// ErrMessageTooLarge: a message is larger than its receiver takes:
 	// CallInto's response buffer is too small, or (Call, SendMessage, a
 	// Conn's Read or Write) the server's message server reset the
-	// message for being over its MessageConfig.MaxSize. A server attached
-	// to ndpd resets such a message without the reason: its client sees
-	// ErrConnReset.
+	// message for being over its MessageConfig.MaxSize.
 	ErrMessageTooLarge = ndp.ErrMessageTooLarge
 	// ErrStatsUnavailable: Stack.Stats on a stack attached to an ndpd
 	// whose transport keeps no counters.

@@ -36,10 +36,9 @@ import (
 // values select the documented defaults.
 type MessageConfig struct {
 	// MaxSize is the largest message accepted, in bytes. A larger one is
-	// reset (its sender's Call fails with ErrConnReset, or with
-	// ErrMessageTooLarge on an embedded client whose peer is an embedded
-	// stack) and counted in Stats.Messages.TooLarge. Zero means the
-	// maxSize of the first RecvMessage call.
+	// reset, telling its sender why (its Call fails with
+	// ErrMessageTooLarge), and counted in Stats.Messages.TooLarge. Zero
+	// means the maxSize of the first RecvMessage call.
 	MaxSize int
 	// ReadTimeout bounds how long a message may take to arrive, from the
 	// moment its connection is accepted until its sender closed its side.

@@ -57,7 +57,8 @@ func attachStack(t *testing.T, sock string) *sockapi.Stack {
 // An application behind ndpd stopped with SIGSTOP while 8 callers flood
 // it with 64 KiB messages, and a stalled sender on the other application:
 // the other application behind the same ndpd (a RecvMessage server)
-// answers every Call.
+// answers every Call, and resets an oversized message with the reason its
+// client sees (ErrMessageTooLarge).
 func TestE2EStoppedAppBesideLiveOne(t *testing.T) {
 	e := newE2E(t)
 	exe, err := os.Executable()
@@ -153,8 +154,16 @@ func TestE2EStoppedAppBesideLiveOne(t *testing.T) {
 		t.Fatalf("the live app's RecvMessage ended: %v", err)
 	default:
 	}
+	// An oversized message: reset by the live app's message server, with
+	// the reason carried through both daemons.
+	if _, err := cli.Call(ctx, live, make([]byte, 1<<20+1)); !errors.Is(err, sockapi.ErrMessageTooLarge) {
+		t.Errorf("oversized message to the live app: %v, want ErrMessageTooLarge", err)
+	}
+	if _, err := cli.Call(ctx, live, []byte("after")); err != nil {
+		t.Errorf("call after the oversized message: %v", err)
+	}
 	st, _ := srv.Stats()
-	if st.Messages.Received < 100 {
-		t.Errorf("live app's messages %+v, want at least 100 received", st.Messages)
+	if st.Messages.Received < 101 || st.Messages.TooLarge != 1 {
+		t.Errorf("live app's messages %+v, want at least 101 received and 1 too large", st.Messages)
 	}
 }

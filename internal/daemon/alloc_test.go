@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -31,9 +32,9 @@ func (t *sinkTransport) Read(_ ConnID, p []byte) (int, error) {
 	t.armed = false
 	return copy(p, "response bytes"), nil
 }
-func (t *sinkTransport) Release(ConnID) {}
-func (t *sinkTransport) Abort(ConnID)   {}
-func (t *sinkTransport) Poll() bool     { return false }
+func (t *sinkTransport) Release(ConnID)              {}
+func (t *sinkTransport) Abort(ConnID, ndp.ResetCode) {}
+func (t *sinkTransport) Poll() bool                  { return false }
 func (t *sinkTransport) Events(dst []TransportEvent) int {
 	if !t.ev {
 		return 0

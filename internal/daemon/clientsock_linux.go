@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -285,12 +286,15 @@ func (s *ClientSock) CloseWrite() error {
 // Close hands the connection back to the daemon: graceful (FIN after the
 // queued data) if the peer's stream ended, an abort otherwise, as TCP does
 // on close with unread data. Blocked Read and Write return net.ErrClosed.
-func (s *ClientSock) Close() error { return s.shut(ring.OpClose) }
+func (s *ClientSock) Close() error { return s.shut(ring.OpClose, ndp.ResetAbort) }
 
 // Abort resets the connection (the peer sees ErrConnReset).
-func (s *ClientSock) Abort() error { return s.shut(OpAbort) }
+func (s *ClientSock) Abort() error { return s.shut(OpAbort, ndp.ResetAbort) }
 
-func (s *ClientSock) shut(op ring.Op) error {
+// AbortCode is Abort telling the peer why: it sees code.Err().
+func (s *ClientSock) AbortCode(code ndp.ResetCode) error { return s.shut(OpAbort, code) }
+
+func (s *ClientSock) shut(op ring.Op, code ndp.ResetCode) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -302,5 +306,5 @@ func (s *ClientSock) shut(op ring.Op) error {
 	if s.c.sleeping.Load() {
 		s.c.interrupt() // a sleeper may be waiting for this socket
 	}
-	return s.c.produceCmd([]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(s.slot), Op: op}})
+	return s.c.produceCmd([]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(s.slot), Op: op, Aux: uint64(code)}})
 }

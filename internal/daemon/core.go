@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -365,7 +366,7 @@ func (c *Core) reclaim(s *session, why string) {
 		so := &s.socks[slot]
 		if so.state == sockBound || so.state == sockDialing {
 			c.unbind(so.conn)
-			c.tr.Abort(so.conn) // a pending dial: cancelled
+			c.tr.Abort(so.conn, ndp.ResetAbort) // a pending dial: cancelled
 		}
 		if so.headChecked {
 			s.completed = append(s.completed, so.headFrame)
@@ -382,7 +383,7 @@ func (c *Core) reclaim(s *session, why string) {
 		c.unlisten(s, port)
 	}
 	for i := range s.acceptQ {
-		c.tr.Abort(s.acceptQ[i].Conn)
+		c.tr.Abort(s.acceptQ[i].Conn, ndp.ResetAbort)
 	}
 	s.acceptQ = s.acceptQ[:0]
 	rep, err := c.pool.Reclaim(s.app)
@@ -517,7 +518,7 @@ func (c *Core) transportEvents() bool {
 		ev := &c.evBuf[i]
 		if ev.Kind == TEAccepted {
 			if c.draining {
-				c.tr.Abort(ev.Conn)
+				c.tr.Abort(ev.Conn, ndp.ResetAbort)
 				continue
 			}
 			c.accept(ev)

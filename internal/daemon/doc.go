@@ -49,7 +49,7 @@
 //	       OpUnlisten   Aux=port, Cookie=request id → OpReply
 //	       OpCloseWrite Conn=slot: FIN once the data already on TX(slot) is written
 //	       OpClose      Conn=slot: Release once TX(slot) is written → OpSlotFree on RX(slot)
-//	       OpAbort      Conn=slot: reset now, discard TX(slot) → OpSlotFree on RX(slot)
+//	       OpAbort      Conn=slot, Aux=ndp.ResetCode told the peer: reset now, discard TX(slot) → OpSlotFree on RX(slot)
 //	event: OpReply      Conn=slot, Cookie=request's, Aux=Status
 //	       EvAccepted   Conn=accept slot, Aux=PackAddr(remote), Cookie=local port, Flags=priority
 //	TX:    OpData       Frame in the app's partition, Off/Len = payload

@@ -308,12 +308,12 @@ func (t *EngineTransport) Release(id ConnID) {
 	}
 }
 
-func (t *EngineTransport) Abort(id ConnID) {
+func (t *EngineTransport) Abort(id ConnID, code ndp.ResetCode) {
 	if t.cancelDial(id) {
 		return
 	}
 	if c := t.conns[id]; c != nil {
-		c.Abort()
+		c.AbortCode(code)
 		delete(t.conns, id)
 	}
 }

@@ -262,7 +262,7 @@ func TestEngineDialCancelledAfterResolution(t *testing.T) {
 	if n := tr.Events(one[:]); n != 1 || one[0].Kind != TEDialed || one[0].Conn != ids[0] || one[0].Err != nil {
 		t.Fatalf("first Events: %d %+v", n, one[0])
 	}
-	tr.Abort(ids[1])
+	tr.Abort(ids[1], ndp.ResetAbort)
 	tr.Release(ids[2])
 	var rest [8]TransportEvent
 	if n := tr.Events(rest[:]); n != 0 {

@@ -314,7 +314,7 @@ func (t *loopTransport) abortLocked(c *loopConn) {
 	delete(t.conns, c.id)
 }
 
-func (t *loopTransport) Abort(id ConnID) {
+func (t *loopTransport) Abort(id ConnID, _ ndp.ResetCode) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cancelPendingLocked(id) {

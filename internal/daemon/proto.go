@@ -56,10 +56,11 @@ const (
 	StatusInternal
 	StatusNoNeighbor
 	StatusResolverBusy
+	StatusTooLarge // the peer's message server refused the message as too large
 	statusCount
 )
 
-var statusNames = [...]string{"ok", "reset", "refused", "deadline unmeetable", "timeout", "closed", "too many connections", "port in use", "invalid argument", "daemon draining", "bad slot", "internal error", "neighbour unreachable", "too many neighbour resolutions"}
+var statusNames = [...]string{"ok", "reset", "refused", "deadline unmeetable", "timeout", "closed", "too many connections", "port in use", "invalid argument", "daemon draining", "bad slot", "internal error", "neighbour unreachable", "too many neighbour resolutions", "message too large"}
 
 func (s Status) String() string {
 	if s < statusCount {
@@ -94,7 +95,7 @@ var (
 	ErrResolverBusy = errors.New("ndpd: too many neighbour resolutions in progress")
 )
 
-var statusErrors = [...]error{nil, ndp.ErrConnReset, ndp.ErrConnRefused, ndp.ErrDeadlineUnmeetable, ndp.ErrTimeout, ndp.ErrClosed, ndp.ErrTooManyConns, ndp.ErrPortInUse, ndp.ErrInvalidConfig, ErrDraining, ErrBadSlot, ErrInternal, engine.ErrNoNeighbor, ErrResolverBusy}
+var statusErrors = [...]error{nil, ndp.ErrConnReset, ndp.ErrConnRefused, ndp.ErrDeadlineUnmeetable, ndp.ErrTimeout, ndp.ErrClosed, ndp.ErrTooManyConns, ndp.ErrPortInUse, ndp.ErrInvalidConfig, ErrDraining, ErrBadSlot, ErrInternal, engine.ErrNoNeighbor, ErrResolverBusy, ndp.ErrMessageTooLarge}
 
 // Err returns the sentinel error of s (nil for StatusOK). Unknown codes from
 // a newer peer map to ErrProtocol.

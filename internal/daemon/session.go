@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -227,7 +228,8 @@ func (c *Core) command(s *session, d *ring.Desc) {
 		case OpAbort:
 			if so.state == sockBound || so.state == sockDialing {
 				c.unbind(so.conn)
-				c.tr.Abort(so.conn)
+				// Aux: the reset code the peer is told (ClientSock.AbortCode).
+				c.tr.Abort(so.conn, ndp.ResetCode(d.Aux))
 			}
 			so.state = sockFailed
 			so.closeReq = true
@@ -537,7 +539,7 @@ func (c *Core) accept(ev *TransportEvent) {
 	}
 	if s == nil {
 		c.stats.AcceptsUnrouted++
-		c.tr.Abort(ev.Conn)
+		c.tr.Abort(ev.Conn, ndp.ResetAbort)
 		return
 	}
 	if len(s.acceptQ) > 0 || !c.bindAccept(s, ev) {
@@ -546,7 +548,7 @@ func (c *Core) accept(ev *TransportEvent) {
 		// waits in the transport, and bind it when a slot frees.
 		if len(s.acceptQ) == cap(s.acceptQ) {
 			s.counters.AcceptsDropped++
-			c.tr.Abort(ev.Conn)
+			c.tr.Abort(ev.Conn, ndp.ResetAbort)
 			return
 		}
 		s.acceptQ = append(s.acceptQ, *ev)

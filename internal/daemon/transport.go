@@ -3,6 +3,8 @@ package daemon
 import (
 	"net/netip"
 	"time"
+
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // ConnID names one connection of a Transport (an engine connection handle).
@@ -38,8 +40,9 @@ type Transport interface {
 	// Release hands c back: graceful when the peer's stream ended (FIN after
 	// the queued data, then the transport frees it), an abort otherwise.
 	Release(c ConnID)
-	// Abort resets c (the peer sees a reset) and releases it.
-	Abort(c ConnID)
+	// Abort resets c and releases it; the peer sees code.Err()
+	// (ndp.ResetAbort: a plain reset).
+	Abort(c ConnID, code ndp.ResetCode)
 	// Poll runs one batch of network work (receive, timers, pulls,
 	// transmit) and reports whether it did anything.
 	Poll() bool
