@@ -9,7 +9,7 @@
 //	 application process                              ndpd
 //	┌──────────────────────────────┐           ┌───────────────────────────────────┐
 //	│ API goroutines:              │  region   │ Core.Run (one goroutine) owns:    │
-//	│  under mu: Cmd, TX(slot),    │──────────▶│   every session's DaemonEnd,      │
+//	│  under mu: Cmd, TX(slot),    │──────────▶│   every app's DaemonEnd,          │
 //	│   Releases (producers)       │           │   the ring.Pool ledger,           │
 //	│  under pollMu: Events,       │◀──────────┼─  the Transport (engine Stack)    │
 //	│   Completions, RX(slot)      │           │ Server: one goroutine per control │
