@@ -103,6 +103,16 @@ func (p *Producer) Free() (int, error) {
 	return int(p.size - (p.prod - p.consCache)), nil
 }
 
+// Queued returns how many published descriptors the consumer has not
+// released yet (the ring's occupancy), loading the consumer index.
+func (p *Producer) Queued() (int, error) {
+	free, err := p.Free()
+	if err != nil {
+		return 0, err
+	}
+	return int(p.size) - free, nil
+}
+
 // Produce copies as many of ds as fit into the ring and publishes them with
 // one atomic store of the producer index. It returns how many it published;
 // fewer than len(ds) is backpressure (the ring is full), not an error. The

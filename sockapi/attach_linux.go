@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/daemon"
+	"github.com/ndpstack/ndpstack/internal/engine"
 	"github.com/ndpstack/ndpstack/ndp"
 )
 
@@ -84,14 +85,22 @@ func (a *attached) listen(port uint16, _ int) (backendListener, error) {
 func (a *attached) localAddr() netip.Addr { return a.c.LocalAddr() }
 func (a *attached) now() int64            { return int64(time.Since(a.epoch)) }
 func (a *attached) stats() (Stats, error) {
+	st, err := a.engineStats()
+	if err != nil {
+		return Stats{}, err
+	}
+	return statsFromEngine(st), nil
+}
+
+func (a *attached) engineStats() (engine.Stats, error) {
 	snap, err := daemon.QueryStatus(a.path)
 	if err != nil {
-		return Stats{}, fmt.Errorf("sockapi: ndpd status: %w", attachedErr(err))
+		return engine.Stats{}, fmt.Errorf("sockapi: ndpd status: %w", attachedErr(err))
 	}
 	if snap.Engine == nil {
-		return Stats{}, ErrStatsUnavailable
+		return engine.Stats{}, ErrStatsUnavailable
 	}
-	return statsFromEngine(*snap.Engine), nil
+	return *snap.Engine, nil
 }
 func (a *attached) close() error { return attachedErr(a.c.Close()) }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"time"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
 )
 
 // backend is what a Stack runs on. Two implementations:
@@ -45,6 +47,10 @@ type backend interface {
 	now() int64
 	// stats reports the stack's counters (ErrStatsUnavailable if it has none to give).
 	stats() (Stats, error)
+	// engineStats reports the engine's counters for a metrics scrape
+	// without contending with the data path (engine.Stack.StatsSnapshot;
+	// ErrStatsUnavailable if there are none).
+	engineStats() (engine.Stats, error)
 	close() error
 }
 

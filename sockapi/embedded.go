@@ -78,4 +78,5 @@ func (l embeddedListener) accept(cancel <-chan struct{}) (backendConn, error) {
 func (l embeddedListener) close() error { return l.l.Close() }
 func (l embeddedListener) port() uint16 { return l.l.Port() }
 
-func (e *embedded) stats() (Stats, error) { return statsFromEngine(e.s.Stats()), nil }
+func (e *embedded) stats() (Stats, error)              { return statsFromEngine(e.s.Stats()), nil }
+func (e *embedded) engineStats() (engine.Stats, error) { return e.s.StatsSnapshot(), nil }

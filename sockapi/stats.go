@@ -1,7 +1,10 @@
 package sockapi
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/internal/metrics"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 )
@@ -69,4 +72,21 @@ func statsFromEngine(st engine.Stats) Stats {
 		Polls: st.Polls, Wakeups: st.Wakeups, RxRejected: st.RxRejected,
 		AcceptDropped: st.AcceptDropped, Quenched: st.Quenched, TxErrors: st.TxErrors,
 	}
+}
+
+// Collector returns a prometheus.Collector of the stack's counters, for a
+// Go service to register in its own registry:
+//
+//	reg.MustRegister(stack.Collector())
+//
+// Its series are internal/metrics' ndp_* (frames, DATA, ACK/NACK/PULL,
+// retransmissions, RTO fires, trimmed and bounced headers, late pull
+// slots, quenched flows, the interface queue's counters, an RTT
+// histogram), the same names ndpd serves on --metrics-addr. An embedded
+// stack's scrape copies the counters at the end of a Poll batch without
+// contending for the stack's lock (engine.Stack.StatsSnapshot); a stack
+// attached to ndpd asks the daemon (its shared stack's counters, as
+// Stats does). A scrape that cannot read them fails with the error.
+func (s *Stack) Collector() prometheus.Collector {
+	return metrics.NewStackCollector(s.b.engineStats, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -92,6 +93,20 @@ type Config struct {
 	// "neighbour unreachable" after it. Resolutions run off the core loop
 	// (at most 4 at once). Default 1s.
 	ResolveTimeout Duration `json:"resolve_timeout"`
+
+	// MetricsAddr, if set, is the HOST:PORT ndpd serves Prometheus
+	// metrics on (GET /metrics; internal/metrics lists the series). Empty
+	// (the default): no metrics server.
+	MetricsAddr string `json:"metrics_addr"`
+	// PcapFile, if set, is a pcapng file ndpd writes every frame its stack
+	// sends and receives to (contrib/wireshark/ndp.lua decodes them). The
+	// core loop never waits for the disk: frames that find the capture
+	// buffer full are left out of the file and counted. Empty (the
+	// default): no capture.
+	PcapFile string `json:"pcap_file"`
+	// PcapMaxBytes bounds the capture file: capture stops once the next
+	// frame would take the file past it. Default 64 MiB.
+	PcapMaxBytes int64 `json:"pcap_max_bytes"`
 
 	// LogLevel: debug, info (default), warn, error. LogFormat: json
 	// (default) or console.
@@ -281,6 +296,9 @@ func (c *Config) populate() {
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = Duration(time.Second)
 	}
+	if c.PcapMaxBytes == 0 {
+		c.PcapMaxBytes = 64 << 20
+	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
@@ -366,6 +384,16 @@ func (c *Config) validate() error {
 	}
 	if c.ResolveTimeout < 0 {
 		bad("resolve_timeout: negative")
+	}
+	if c.MetricsAddr != "" {
+		if _, port, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("metrics_addr: %q: want HOST:PORT (%v)", c.MetricsAddr, err)
+		} else if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+			bad("metrics_addr: %q: port %q is not a port number", c.MetricsAddr, port)
+		}
+	}
+	if c.PcapMaxBytes < 64<<10 {
+		bad("pcap_max_bytes: %d < 65536", c.PcapMaxBytes)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -142,6 +142,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping, yielding the CPU between polls (default 50us; -1ns = never)")
 	fs.Var(&f.DrainTimeout, "drain-timeout", "graceful drain bound on SIGTERM (default 5s)")
 	fs.Var(&f.ResolveTimeout, "resolve-timeout", "bound of one neighbour (ARP) resolution for a dial (default 1s)")
+	fs.StringVar(&f.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on HOST:PORT (/metrics); default off")
+	fs.StringVar(&f.PcapFile, "pcap", "", "write every frame the stack sends and receives to this pcapng file; default off")
+	fs.Int64Var(&f.PcapMaxBytes, "pcap-max-bytes", 0, "capture stops when the file would grow past this (default 64 MiB)")
 	fs.StringVar(&f.LogLevel, "log-level", "", "debug, info, warn, error")
 	fs.StringVar(&f.LogFormat, "log-format", "", "json or console")
 	if err := fs.Parse(args); err != nil {
@@ -206,6 +209,12 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.DrainTimeout = f.DrainTimeout
 		case "resolve-timeout":
 			c.ResolveTimeout = f.ResolveTimeout
+		case "metrics-addr":
+			c.MetricsAddr = f.MetricsAddr
+		case "pcap":
+			c.PcapFile = f.PcapFile
+		case "pcap-max-bytes":
+			c.PcapMaxBytes = f.PcapMaxBytes
 		case "log-level":
 			c.LogLevel = f.LogLevel
 		case "log-format":

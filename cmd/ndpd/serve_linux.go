@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -12,13 +14,18 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sys/unix"
 
 	"github.com/ndpstack/ndpstack/afxdp"
+	"github.com/ndpstack/ndpstack/internal/capture"
 	"github.com/ndpstack/ndpstack/internal/daemon"
 	"github.com/ndpstack/ndpstack/internal/engine"
+	"github.com/ndpstack/ndpstack/internal/metrics"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/pullpacer"
 	"github.com/ndpstack/ndpstack/ring"
@@ -106,6 +113,20 @@ func serve(c *Config, logOut io.Writer) error {
 	} else if addr, err = interfaceIPv4(c.Interface); err != nil {
 		return err
 	}
+	var pcap *capture.Writer
+	if c.PcapFile != "" {
+		if pcap, err = capture.Create(c.PcapFile, capture.Config{MaxBytes: c.PcapMaxBytes, Name: c.Interface}); err != nil {
+			return err
+		}
+		defer func() { // after the stack closed (deferred below, runs first)
+			st := pcap.Stats()
+			if err := pcap.Close(); err != nil {
+				log.Warn("capture", zap.Error(err))
+			}
+			log.Info("capture closed", zap.String("file", c.PcapFile), zap.Uint64("frames", st.Frames),
+				zap.Uint64("dropped", st.Dropped), zap.Uint64("truncated", st.Truncated))
+		}()
+	}
 	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{
 		Interface: c.Interface, Queue: c.Queues[0], UDPPort: c.NDPPort,
 		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
@@ -116,6 +137,7 @@ func serve(c *Config, logOut io.Writer) error {
 		Gamma:    c.Gamma,
 		Policy:   policy(c.Policy),
 		Logger:   log,
+		Capture:  pcap,
 	}, daemon.EngineTransportConfig{DialTimeout: time.Duration(c.ResolveTimeout)})
 	if err != nil {
 		return fmt.Errorf("open %s queue %d: %w", c.Interface, c.Queues[0], err)
@@ -142,6 +164,15 @@ func serve(c *Config, logOut io.Writer) error {
 	}, core)
 	if err != nil {
 		return err
+	}
+
+	if c.MetricsAddr != "" {
+		ms, err := serveMetrics(c.MetricsAddr, core, log)
+		if err != nil {
+			srv.Close()
+			return err
+		}
+		defer ms.Close()
 	}
 
 	runErr := make(chan error, 1)
@@ -188,4 +219,28 @@ func serve(c *Config, logOut io.Writer) error {
 			return nil
 		}
 	}
+}
+
+// serveMetrics serves /metrics on addr: the daemon's collector (stack,
+// pool, core loop, applications; one core status request per scrape) plus
+// the Go runtime's and the process's. The listener is bound before it
+// returns, so a bad address fails the start.
+func serveMetrics(addr string, core *daemon.Core, log *zap.Logger) (*http.Server, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewDaemonCollector(core.Metrics),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(log), Timeout: 10 * time.Second}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 15 * time.Second}
+	go func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server", zap.Error(err))
+		}
+	}()
+	log.Info("metrics", zap.String("addr", ln.Addr().String()))
+	return hs, nil
 }

@@ -218,6 +218,7 @@ const (
 	reqAttach reqKind = iota + 1
 	reqDetach
 	reqStatus
+	reqMetrics
 	reqDrain
 )
 
@@ -274,6 +275,14 @@ func (c *Core) Status() (Snapshot, error) {
 	return rep.status, err
 }
 
+// Metrics is Status without the pool audit (PoolAudit is ""): what a
+// metrics scrape reads. The core builds it between two batches of its
+// loop; the cost is a copy of the counters and a look at every ring.
+func (c *Core) Metrics() (Snapshot, error) {
+	rep, err := c.call(request{kind: reqMetrics})
+	return rep.status, err
+}
+
 // Drain stops taking new applications, connections and listeners; Run
 // returns once every application slot is closed or DrainTimeout passed.
 func (c *Core) Drain() error {
@@ -294,7 +303,9 @@ func (c *Core) handle(r request, now time.Time) {
 			c.reclaim(s, "control connection closed")
 		}
 	case reqStatus:
-		rep.status = c.status(now)
+		rep.status = c.status(now, true)
+	case reqMetrics:
+		rep.status = c.status(now, false)
 	case reqDrain:
 		if !c.draining {
 			c.draining = true

@@ -54,11 +54,20 @@ type AppStatus struct {
 	Lent        uint32          `json:"lent"`         // daemon frames it holds (RX)
 	Listening   []uint16        `json:"listening"`
 	Counters    SessionCounters `json:"counters"`
+	Rings       RingOccupancy   `json:"rings"`
+}
+
+// RingOccupancy is how many descriptors wait in an application's rings
+// (summed over its sockets for the per-socket rings): toward the daemon
+// (Cmd, Releases, TX) and toward the application (Events, Completions, RX).
+type RingOccupancy struct {
+	Cmd, Releases, TX       int
+	Events, Completions, RX int
 }
 
 // status builds a snapshot (core goroutine; O(frames) for the audit, which
-// is fine at an operator's pace).
-func (c *Core) status(now time.Time) Snapshot {
+// is fine at an operator's pace; a metrics scrape skips it).
+func (c *Core) status(now time.Time, audit bool) Snapshot {
 	pc := c.pool.Counters()
 	snap := Snapshot{
 		Uptime:   now.Sub(c.started),
@@ -71,8 +80,10 @@ func (c *Core) status(now time.Time) Snapshot {
 		Core: c.stats,
 		Apps: make([]AppStatus, 0, len(c.sessions)),
 	}
-	if err := c.pool.Audit(); err != nil {
-		snap.PoolAudit = err.Error()
+	if audit {
+		if err := c.pool.Audit(); err != nil {
+			snap.PoolAudit = err.Error()
+		}
 	}
 	if es, ok := c.tr.(engineStatser); ok {
 		st := es.EngineStats()
@@ -90,8 +101,30 @@ func (c *Core) status(now time.Time) Snapshot {
 		}
 		snap.Apps = append(snap.Apps, AppStatus{
 			App: uint32(s.app), Peer: s.peer, Attached: s.attached, OpenSockets: open, HeldAccepts: len(s.acceptQ), Lent: s.lent,
-			Listening: append([]uint16(nil), s.ports...), Counters: s.counters,
+			Listening: append([]uint16(nil), s.ports...), Counters: s.counters, Rings: s.rings(),
 		})
 	}
 	return snap
+}
+
+// rings reads the occupancy of every ring of s (core goroutine: it owns
+// the daemon ends; a corrupt ring reads as empty, its session is being
+// killed).
+func (s *session) rings() RingOccupancy {
+	var r RingOccupancy
+	e := s.end
+	r.Cmd, _ = e.Cmd.Available()
+	r.Releases, _ = e.Releases.Available()
+	r.Events, _ = e.Events.Queued()
+	r.Completions, _ = e.Completions.Queued()
+	for i := range e.Sockets {
+		if s.socks[i].state == sockFree {
+			continue
+		}
+		tx, _ := e.Sockets[i].TX.Available()
+		rx, _ := e.Sockets[i].RX.Queued()
+		r.TX += tx
+		r.RX += rx
+	}
+	return r
 }

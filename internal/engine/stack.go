@@ -81,6 +81,7 @@ type Stack struct {
 	selfPoll    bool     // the link sleeper's own last poll (no Wake for it)
 	signalled   bool     // this batch woke a waiter
 	stats       Stats
+	board       statsBoard // StatsSnapshot's copies (statsboard.go)
 	closed      bool
 	scratch     [4096]byte // discarded data of orphaned connections
 
@@ -143,6 +144,7 @@ func New(cfg Config) (*Stack, error) {
 		tx:        make([][]byte, cfg.Batch),
 		neigh:     make(map[[4]byte]neighEntry),
 		bgKick:    make(chan struct{}, 1),
+		board:     statsBoard{ready: make(chan struct{}, 1)},
 		done:      make(chan struct{}),
 		bgDone:    make(chan struct{}),
 	}
@@ -174,9 +176,15 @@ func (s *Stack) MSS() int { return s.ep.MSS() }
 func (s *Stack) Now() ndp.Time { return s.clock() }
 
 // Stats returns a snapshot of the counters.
+// It takes the stack's lock; StatsSnapshot reads them without contending
+// with a busy stack's batches.
 func (s *Stack) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.statsLocked()
+}
+
+func (s *Stack) statsLocked() Stats {
 	st := s.stats
 	st.Endpoint = s.ep.Stats()
 	st.PullQueue = s.pulls.Stats()
@@ -215,6 +223,9 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		return false
 	}
 	s.stats.Polls++
+	if s.board.want.Load() {
+		s.publishLocked()
+	}
 	work := false
 	n := s.link.Receive(s.rx)
 	if n > 0 {
