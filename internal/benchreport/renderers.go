@@ -1,6 +1,9 @@
 package benchreport
 
-import "bytes"
+import (
+	"bytes"
+	"fmt"
+)
 
 // renderers are the tables chosen for the outputs of known commands (Kind).
 // Each takes the keys it shows or deliberately leaves out; Render passes the
@@ -35,7 +38,8 @@ var latencyCols = []col{
 // latency: ndpperf rpc and pingpong, one row per transport, then the ratios
 // measured side by side.
 func latency(b *bytes.Buffer, v *view) {
-	params(b, v, []col{{key: "size", label: "request and response bytes"}, {key: "rounds", label: "rounds"},
+	params(b, v, []col{{key: "size", label: "request and response bytes"}, {key: "conn", label: "connections:"},
+		{key: "clients", label: "clients"}, {key: "poll", label: "polling:"}, {key: "rounds", label: "rounds"},
 		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
 	if r, ok := v.get("results"); ok {
 		rowsTable(b, asArray(r), latencyCols)
@@ -49,6 +53,70 @@ func latency(b *bytes.Buffer, v *view) {
 			table(b, []string{"ratio", "value"}, rows)
 		}
 	}
+	var labels []string
+	var objs []Object
+	for _, side := range []struct{ key, label string }{{"ndp_client_counters", "NDP client"}, {"ndp_server_counters", "NDP server"}} {
+		if x, ok := v.get(side.key); ok {
+			if o, ok := x.(Object); ok {
+				labels, objs = append(labels, side.label), append(objs, o)
+			}
+		}
+	}
+	counters(b, "counters (non-zero)", labels, objs)
+}
+
+// counters writes one table of the scalar keys of objs with one column per
+// object (labels), leaving out the rows that are zero in every column.
+func counters(b *bytes.Buffer, heading string, labels []string, objs []Object) {
+	if len(objs) == 0 {
+		return
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for _, o := range objs {
+		for _, f := range o {
+			if !seen[f.Key] && isScalar(f.Value) {
+				seen[f.Key] = true
+				keys = append(keys, f.Key)
+			}
+		}
+	}
+	var rows [][]string
+	for _, k := range keys {
+		row, zero := []string{k}, true
+		for _, o := range objs {
+			x, _ := o.Get(k)
+			if !isZero(x) {
+				zero = false
+			}
+			row = append(row, cell(x))
+		}
+		if !zero {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) > 0 {
+		fmt.Fprintf(b, "%s:\n\n", heading)
+		table(b, append([]string{"counter"}, labels...), rows)
+	}
+}
+
+// nested gathers the object under key in each element of arr that has one,
+// labelled by the element's labelKey and suffix.
+func nested(arr []any, key, labelKey, suffix string) (labels []string, objs []Object) {
+	for _, e := range arr {
+		o, ok := e.(Object)
+		if !ok {
+			continue
+		}
+		if x, ok := o.Get(key); ok {
+			if n, ok := x.(Object); ok {
+				l, _ := o.Get(labelKey)
+				labels, objs = append(labels, cell(l)+suffix), append(objs, n)
+			}
+		}
+	}
+	return labels, objs
 }
 
 var incastCols = []col{
@@ -63,11 +131,25 @@ var incastCols = []col{
 }
 
 func incast(b *bytes.Buffer, v *view) {
-	params(b, v, []col{{key: "mtu", label: "MTU"}, {key: "ndp_pull_rate_bps", label: "NDP pull rate b/s"},
+	params(b, v, []col{{key: "fabric", label: "fabric:"}, {key: "link_bps", label: "switch port b/s"},
+		{key: "mtu", label: "MTU"}, {key: "ndp_pull_rate_bps", label: "NDP pull rate b/s"},
 		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
-	if r, ok := v.get("results"); ok {
-		rowsTable(b, asArray(r), incastCols, "received_bytes")
+	r, ok := v.get("results")
+	if !ok {
+		return
 	}
+	res := asArray(r)
+	rows := res
+	if s, ok := v.get("sim"); ok { // the same incast in the simulator, one more row
+		rows = append(append([]any(nil), res...), s)
+	}
+	rowsTable(b, rows, incastCols, "received_bytes")
+	l1, o1 := nested(res, "client_counters", "transport", " client")
+	l2, o2 := nested(res, "servers_counters", "transport", " servers")
+	l3, o3 := nested(res, "tcp_counters", "transport", " (kernel)")
+	counters(b, "stack counters over the measured rounds (non-zero)", append(append(l1, l2...), l3...), append(append(o1, o2...), o3...))
+	ls, os := nested(res, "switch", "transport", "")
+	counters(b, "switch counters (non-zero)", ls, os)
 }
 
 func throughput(b *bytes.Buffer, v *view) {
