@@ -69,7 +69,9 @@
 // else (ARP, ICMP, other UDP, TCP, IPv6, IPv4 options and fragments) goes to
 // the kernel, as do NDP frames on a queue without a socket (XDP_PASS as
 // bpf_redirect_map's fallback). The program is attached with a bpf_link, so
-// it disappears when the process exits or is killed; an interface already
+// it disappears when the process exits or is killed. With Config.SteerAll the
+// program redirects every frame instead (a software switch's port,
+// internal/softswitch). An interface already
 // carrying someone else's XDP program is refused with ErrProgramAttached.
 //
 // # Concurrency

@@ -82,3 +82,39 @@ func TestSteeringClassifier(t *testing.T) {
 		})
 	}
 }
+
+// TestSteerAllClassifier: with SteerAll every frame goes to the socket.
+func TestSteerAllClassifier(t *testing.T) {
+	testbed.RequireRoot(t)
+	const xdpDrop = 1
+	xsks, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xsks.Close()
+	insns := steeringInstructions(0, xdpDrop, true)
+	for i := range insns {
+		if insns[i].Reference() == "xsks" {
+			if err := insns[i].AssociateMap(xsks); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "Dual BSD/GPL", Instructions: insns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	for _, typ := range []uint16{0x0800, 0x0806, 0x86dd} {
+		frame := make([]byte, 60)
+		binary.BigEndian.PutUint16(frame[12:], typ)
+		frame[23] = 6 // TCP, for the IPv4 one
+		ret, err := prog.Run(&ebpf.RunOptions{Data: frame})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ret != xdpDrop {
+			t.Fatalf("ethertype %#x: action %d, want the socket", typ, ret)
+		}
+	}
+}
