@@ -61,6 +61,7 @@ type rpcOpts struct {
 	pcap    string // directory for the NDP stacks' pcapng captures ("": none)
 	json    bool
 	plot    string
+	scrape  time.Duration // ndp-scraped: how often its stacks' metrics are gathered
 }
 
 const (
@@ -74,7 +75,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	n := fs.Int("n", defN, "measured RPCs per transport")
 	warmup := fs.Int("warmup", 1000, "unmeasured RPCs per transport first")
 	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
-	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open); empty for ndp only")
+	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open), ndp-scraped (ndp with its metrics gathered every --scrape-every); empty for ndp only")
 	mode := fs.String("mode", "embedded", "ndp stack: embedded (in this process) or daemon (through ndpd)")
 	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
 	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
@@ -83,11 +84,12 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	pcap := fs.String("pcap", "", "embedded mode: write the NDP client's and server's frames to DIR/rpc-client.pcapng and DIR/rpc-server.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	plotFile := fs.String("plot", "", "also draw every transport's latency CDF to this PNG file")
+	scrape := fs.Duration("scrape-every", 10*time.Millisecond, "ndp-scraped comparison: gather and encode both stacks' Prometheus metrics this often during its turns")
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
 	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, conn: *conn, clients: *clients,
-		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile}
+		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile, scrape: *scrape}
 	if o.pcap != "" && o.mode != "embedded" {
 		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
 	}
@@ -131,6 +133,13 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	for _, c := range o.compare {
 		switch c {
 		case "xdp", "tcp", "tcp-newconn", "tfo":
+		case "ndp-scraped":
+			if o.conn != "new" || o.mode != "embedded" {
+				return o, errors.New("the ndp-scraped comparison runs with --conn new --mode embedded")
+			}
+			if o.scrape <= 0 {
+				return o, errors.New("--scrape-every must be positive")
+			}
 		default:
 			return o, fmt.Errorf("unknown comparison %q", c)
 		}
@@ -246,6 +255,8 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 			} else {
 				e, err = newNDPRPC(pair, o)
 			}
+		case "ndp-scraped":
+			e, err = newScrapedRPC(pair, o)
 		case "xdp":
 			if o.size > 1472 {
 				return out, fmt.Errorf("xdp comparison: --size %d exceeds one frame (1472)", o.size)
@@ -295,7 +306,7 @@ func rpcRatios(out *rpcOutput) {
 	if !ok {
 		return
 	}
-	for _, other := range []string{"xdp", "tcp", "tcp-newconn", "tfo"} {
+	for _, other := range []string{"xdp", "tcp", "tcp-newconn", "tfo", "ndp-scraped"} {
 		if x, ok := by[other]; ok && x.P50us > 0 && x.P99us > 0 && x.P999us > 0 {
 			out.Ratios["ndp_p50_over_"+other+"_p50"] = round2(n.P50us / x.P50us)
 			out.Ratios["ndp_p99_over_"+other+"_p99"] = round2(n.P99us / x.P99us)
