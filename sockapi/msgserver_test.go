@@ -9,9 +9,13 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/ndpstack/ndpstack/internal/engine"
 )
@@ -171,6 +175,19 @@ func TestRecvMessageOversizedAndTimedOut(t *testing.T) {
 	st, _ := b.Stats()
 	if m := st.Messages; m.TooLarge != 1 || m.TimedOut != 1 || m.Received != 20 || m.Pending != 0 {
 		t.Errorf("messages %+v, want 1 too large, 1 timed out, 20 received, none pending", m)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(b.Collector())
+	want := `
+# HELP ndp_messages_reset_total Messages a message server reset, by reason (MessageConfig bounds, or the connection failed).
+# TYPE ndp_messages_reset_total counter
+ndp_messages_reset_total{reason="failed"} 0
+ndp_messages_reset_total{reason="refused_peer"} 0
+ndp_messages_reset_total{reason="timed_out"} 1
+ndp_messages_reset_total{reason="too_large"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ndp_messages_reset_total"); err != nil {
+		t.Error(err)
 	}
 
 	l.Close()

@@ -87,6 +87,43 @@ func statsFromEngine(st engine.Stats) Stats {
 // contending for the stack's lock (engine.Stack.StatsSnapshot); a stack
 // attached to ndpd asks the daemon (its shared stack's counters, as
 // Stats does). A scrape that cannot read them fails with the error.
+//
+// It also exports this Stack's message servers' counters (Stats.Messages,
+// this process's own also when attached): ndp_messages_received_total,
+// ndp_messages_reset_total{reason="too_large|timed_out|failed|refused_peer"}
+// and the gauge ndp_messages_pending.
 func (s *Stack) Collector() prometheus.Collector {
-	return metrics.NewStackCollector(s.b.engineStats, nil)
+	return stackCollector{metrics.NewStackCollector(s.b.engineStats, nil), &s.msg}
+}
+
+// stackCollector is the engine's collector plus the message counters.
+type stackCollector struct {
+	engine *metrics.StackCollector
+	msg    *messageCounters
+}
+
+var (
+	msgReceivedDesc = prometheus.NewDesc("ndp_messages_received_total", "Messages RecvMessage handed out.", nil, nil)
+	msgResetDesc    = prometheus.NewDesc("ndp_messages_reset_total", "Messages a message server reset, by reason (MessageConfig bounds, or the connection failed).", []string{"reason"}, nil)
+	msgPendingDesc  = prometheus.NewDesc("ndp_messages_pending", "Messages read ahead now (partial, or complete and waiting for RecvMessage).", nil, nil)
+)
+
+func (c stackCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.engine.Describe(ch)
+	ch <- msgReceivedDesc
+	ch <- msgResetDesc
+	ch <- msgPendingDesc
+}
+
+func (c stackCollector) Collect(ch chan<- prometheus.Metric) {
+	c.engine.Collect(ch)
+	m := c.msg.snapshot()
+	ch <- prometheus.MustNewConstMetric(msgReceivedDesc, prometheus.CounterValue, float64(m.Received))
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{{"too_large", m.TooLarge}, {"timed_out", m.TimedOut}, {"failed", m.Failed}, {"refused_peer", m.RefusedPeer}} {
+		ch <- prometheus.MustNewConstMetric(msgResetDesc, prometheus.CounterValue, float64(r.n), r.reason)
+	}
+	ch <- prometheus.MustNewConstMetric(msgPendingDesc, prometheus.GaugeValue, float64(m.Pending))
 }
