@@ -5,7 +5,8 @@
 // rings (package internal/daemon has the protocol).
 //
 //	ndpd [-config file] [flags]      run the daemon
-//	ndpd --check-config [flags]      validate and print the effective config
+//	ndpd --check-config [flags]      validate, print the effective config (stdout) and
+//	                                 check it against this machine (stderr; exit 1 on a failure)
 //	ndpd --version
 //	ndpd status [-socket path]       print a running daemon's status (JSON)
 //
@@ -119,7 +120,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configPath, "config", "", "config file (JSON; see docs/decisions.md '## internal/daemon and ndpd')")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.BoolVar(&o.checkConfig, "check-config", false, "validate the configuration, print the effective config and exit (non-zero on errors)")
+	fs.BoolVar(&o.checkConfig, "check-config", false, "validate the configuration, print the effective config, check the interface, queue, address, CPU, socket directory, metrics address and capture directory on this machine, and exit (2: invalid, 1: a check failed)")
 	var f Config
 	var pacer int
 	fs.StringVar(&f.Interface, "interface", "", "network interface to serve")
@@ -257,6 +258,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(&o.cfg)
+		res, unchecked := checkEnvironment(&o.cfg, "/sys/class/net")
+		if err := printChecks(stderr, res, unchecked); err != nil {
+			fmt.Fprintf(stderr, "ndpd: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	if err := serve(&o.cfg, stderr); err != nil {
