@@ -39,7 +39,7 @@ var latencyCols = []col{
 // measured side by side.
 func latency(b *bytes.Buffer, v *view) {
 	params(b, v, []col{{key: "size", label: "request and response bytes"}, {key: "conn", label: "connections:"},
-		{key: "clients", label: "clients"}, {key: "poll", label: "polling:"}, {key: "rounds", label: "rounds"},
+		{key: "clients", label: "clients", nonzero: true}, {key: "poll", label: "polling:"}, {key: "rounds", label: "rounds"},
 		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
 	if r, ok := v.get("results"); ok {
 		rowsTable(b, asArray(r), latencyCols)

@@ -263,7 +263,7 @@ func params(b *bytes.Buffer, v *view, cols []col) {
 			continue // absent, or not what this renderer expects: generic shows it
 		}
 		v.used[c.key] = true
-		if c.nonzero && isZero(x) {
+		if c.nonzero && isZero(x) || x == "" {
 			continue
 		}
 		parts = append(parts, c.label+" "+cell(x))
