@@ -74,6 +74,12 @@ type Config struct {
 	// ~10 µs late at 10 Gb/s; more would let PULLs bunch into bursts
 	// that overflow an 8-packet switch queue.
 	PullBurst int
+	// PullBatch is how many pull slots one release covers: a poll that
+	// finds a PULL due releases it with those of the next PullBatch-1
+	// slots (at most PullBatch PULLs, one transmit kick; Stack.pullHorizon).
+	// Zero means PullBurst; 1 releases each PULL at its own slot; at most
+	// PullBurst.
+	PullBatch int
 	// Batch is the most frames received or transmitted per Poll. Zero
 	// means 64.
 	Batch int
@@ -149,6 +155,9 @@ func (c *Config) populate() {
 	if c.PullBurst == 0 {
 		c.PullBurst = 8
 	}
+	if c.PullBatch == 0 {
+		c.PullBatch = c.PullBurst
+	}
 	if c.Spin == 0 {
 		c.Spin = 50 * time.Microsecond
 	}
@@ -177,6 +186,8 @@ func (c *Config) validate() error {
 		return bad("Batch %d outside [1, 1024]", c.Batch)
 	case c.PullBurst < 1 || c.PullBurst > 1024:
 		return bad("PullBurst %d outside [1, 1024]", c.PullBurst)
+	case c.PullBatch < 1 || c.PullBatch > c.PullBurst:
+		return bad("PullBatch %d outside [1, PullBurst %d]", c.PullBatch, c.PullBurst)
 	case c.Gamma <= 0 || c.Gamma > 1:
 		return bad("Gamma %v outside (0, 1]", c.Gamma)
 	case c.LinkRate < 0 || c.EdgeRate < 0:

@@ -113,6 +113,13 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
 			}
+		} else if n > 0 && s.pulls.Len() > 0 {
+			// A transfer is being pulled: poll once before the
+			// application goes off to work through what it read, so
+			// the PULLs due (and the frames waiting) do not wait for
+			// its next call. A reader that finds data buffered on
+			// every call would otherwise not poll at all.
+			s.pollLocked(s.clock())
 		}
 		s.mu.Unlock()
 		if ok {

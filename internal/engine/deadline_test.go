@@ -91,12 +91,15 @@ func TestNextDeadline(t *testing.T) {
 		if _, err := c.Write(make([]byte, 64<<10), false, nil); err != nil {
 			t.Fatal(err)
 		}
-		b.Poll() // takes in the pushed window, queues one PULL per packet, releases the first
+		b.Poll() // takes in the pushed window, queues one PULL per packet, releases the first batch
 		now := clk.now()
 		d, ok := b.NextDeadline()
-		// One full-size pull slot at 1 Gb/s is 12.3us; the RTO (1ms) is far.
-		if !ok || d <= now || d > now+ndp.Time(20*time.Microsecond) {
-			t.Fatalf("pull queue busy at %d: deadline %d ok=%v (%v ahead), want the next pull within one slot", now, d, ok, time.Duration(d-now))
+		// One full-size pull slot at 1 Gb/s is 12.3us; the first batch took
+		// the first PullBatch slots, so the next release is PullBatch slots
+		// on; the RTO (1ms) is far.
+		slots := ndp.Time(b.Config().PullBatch)
+		if !ok || d <= now || d > now+slots*ndp.Time(13*time.Microsecond) {
+			t.Fatalf("pull queue busy at %d: deadline %d ok=%v (%v ahead), want the next pull within %d slots", now, d, ok, time.Duration(d-now), slots)
 		}
 		clk.add(time.Duration(d - now))
 		before := b.Stats().PullsReleased

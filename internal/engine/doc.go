@@ -9,12 +9,15 @@
 //	  -> Endpoint.HandleFrame          DATA: ACK/NACK queued, PULLs owed;
 //	                                   ACK/NACK/PULL: sender state; PULLs
 //	                                   make RTX go before new data
-//	  -> events: EventPulls     -> PullQueue.Add
+//	  -> events (drained once per batch, coalesced per connection):
+//	             EventPulls     -> PullQueue.Add
 //	             EventDropPulls -> PullQueue.Drop (sender's LAST seen)
 //	             EventAccepted  -> Listener backlog (port from the frame)
 //	             Readable/Writable/Closed -> wake the Conn's waiters
 //	Link.ReleaseReceived()
-//	PullQueue.Next(now) while due -> Endpoint.PullReleased (a PULL frame)
+//	PullQueue.Next(now+horizon) once one is due: the PULLs of the next
+//	  PullBatch slots -> Endpoint.PullReleased (PULL frames, one per
+//	                     connection per batch)
 //	Endpoint.HandleTimers if NextTimer <= now (RTO, stall probes, time-wait)
 //	Link.AllocTx(tx[:Batch]) -> Endpoint.PollFrame into each buffer
 //	                           (control first, then pulled data, then

@@ -40,6 +40,7 @@ type Link interface {
 	SwapTx(i, j int)
 	// Wait blocks until frames may be ready to Receive, Wake is called, or
 	// timeout passes (negative: no timeout). Spurious returns are allowed.
+	// One goroutine at a time calls it (the Stack's link sleeper).
 	Wait(timeout time.Duration) error
 	// Wake makes a Wait in progress (or the next one) return at once.
 	Wake()

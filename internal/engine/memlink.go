@@ -53,6 +53,7 @@ type MemLink struct {
 
 	dropped atomic.Uint64
 	wake    chan struct{}
+	timer   *time.Timer // Wait's, reused
 	closed  atomic.Bool
 }
 
@@ -218,13 +219,19 @@ func (l *MemLink) Wait(timeout time.Duration) error {
 		}
 		return nil
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	// One goroutine waits at a time (the Link contract), so one timer,
+	// made on first use and reset for each wait, serves every sleep.
+	if l.timer == nil {
+		l.timer = time.NewTimer(timeout)
+	} else {
+		l.timer.Reset(timeout)
+	}
 	select {
 	case <-q.ready:
 	case <-l.wake:
-	case <-t.C:
+	case <-l.timer.C:
 	}
+	l.timer.Stop() // Go 1.23+: a stopped timer's channel holds no stale tick
 	return nil
 }
 

@@ -67,8 +67,17 @@ type Stack struct {
 	clock    func() ndp.Time
 	log      *zap.Logger
 	frameCap int
-	localIP  [4]byte
-	coalesce bool // PollBusy or NoBackground: waiters defer ACK transmission (see pollDeferLocked)
+	// pullHorizon is how far ahead of its slot a PULL may leave:
+	// PullBatch-1 pull spacings. A poll that finds one PULL due releases
+	// those of the next slots with it, in one transmit kick and, per
+	// connection, one PULL frame (its pull counter advanced by several);
+	// the next batch waits until its own first slot, so the release times
+	// keep the pacer's rate. A receiver polling every µs otherwise sends
+	// one PULL per kick, and in AF_XDP copy mode each kick is a sendto
+	// that also runs the peer's receive path.
+	pullHorizon ndp.Time
+	localIP     [4]byte
+	coalesce    bool // PollBusy or NoBackground: waiters defer ACK transmission (see pollDeferLocked)
 
 	mu          sync.Mutex
 	conns       map[ndp.Handle]*Conn
@@ -136,17 +145,18 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s := &Stack{
 		cfg: cfg, link: cfg.Link, ep: ep, pulls: pq, edge: edge, clock: cfg.Clock, log: cfg.Logger,
-		frameCap:  ndp.MaxFrameLen(ecfg.MTU),
-		localIP:   ecfg.LocalIP,
-		conns:     make(map[ndp.Handle]*Conn, ecfg.MaxConns),
-		listeners: make(map[uint16]*Listener),
-		rx:        make([][]byte, cfg.Batch),
-		tx:        make([][]byte, cfg.Batch),
-		neigh:     make(map[[4]byte]neighEntry),
-		bgKick:    make(chan struct{}, 1),
-		board:     statsBoard{ready: make(chan struct{}, 1)},
-		done:      make(chan struct{}),
-		bgDone:    make(chan struct{}),
+		frameCap:    ndp.MaxFrameLen(ecfg.MTU),
+		pullHorizon: ndp.Time(cfg.PullBatch-1) * ndp.Time(pq.Config().Interval()),
+		localIP:     ecfg.LocalIP,
+		conns:       make(map[ndp.Handle]*Conn, ecfg.MaxConns),
+		listeners:   make(map[uint16]*Listener),
+		rx:          make([][]byte, cfg.Batch),
+		tx:          make([][]byte, cfg.Batch),
+		neigh:       make(map[[4]byte]neighEntry),
+		bgKick:      make(chan struct{}, 1),
+		board:       statsBoard{ready: make(chan struct{}, 1)},
+		done:        make(chan struct{}),
+		bgDone:      make(chan struct{}),
 	}
 	s.cfg.Endpoint = ecfg
 	s.spin.Store(int64(cfg.Spin))
@@ -238,8 +248,12 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			if err := s.ep.HandleFrame(s.rx[i], now); err != nil {
 				s.stats.RxRejected++
 			}
-			s.drainEventsLocked(now)
 		}
+		// Events are drained once per batch: the endpoint coalesces them
+		// per connection (one EventPulls with the batch's count, one
+		// EventReadable), so a batch of a transfer's DATA costs one
+		// pull-queue Add and one wakeup, not one per packet.
+		s.drainEventsLocked(now)
 		s.link.ReleaseReceived()
 		// Pulled packets shorter than a full frame give their unused pull-slot
 		// time back to the pacer (docs/decisions.md: "Pull pacing refunds short packets").
@@ -248,15 +262,20 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		}
 	}
 	released := 0
-	for {
-		h, ok := s.pulls.Next(now)
-		if !ok {
-			break
+	if t, ok := s.pulls.NextAt(); ok && t <= now {
+		// A PULL is due: release it and those of the next PullBatch-1
+		// slots with it (pullHorizon), in one transmit kick.
+		horizon := now + s.pullHorizon
+		for {
+			h, ok := s.pulls.Next(horizon)
+			if !ok {
+				break
+			}
+			s.ep.PullReleased(h, now)
+			s.stats.PullsReleased++
+			released++
+			work = true
 		}
-		s.ep.PullReleased(h, now)
-		s.stats.PullsReleased++
-		released++
-		work = true
 	}
 	if t, ok := s.ep.NextTimer(); ok && t <= now {
 		s.ep.HandleTimers(now)

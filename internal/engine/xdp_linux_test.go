@@ -364,3 +364,11 @@ func TestXDPHostileFrames(t *testing.T) {
 	_ = netip.Addr{}
 	_ = net.IPv4len
 }
+
+// TestXDPBulkNoAllocsPerPacket is TestBulkNoAllocsPerPacket over AF_XDP on
+// a veth pair: UMEM frames, rings, kicks and ppoll sleeps allocate nothing
+// per packet either.
+func TestXDPBulkNoAllocsPerPacket(t *testing.T) {
+	v := newVethPair(t, PollAdaptive)
+	checkBulkAllocs(t, v.a, v.b, v.ipB)
+}
