@@ -5,32 +5,35 @@ import (
 	"math/bits"
 )
 
-// Internet checksum (RFC 1071) helpers. sum64 accumulates big-endian
-// 64-bit words with end-around carry; folding the result to 16 bits gives
-// the same one's-complement sum as adding 16-bit words (RFC 1071 §2(B):
-// the sum is independent of word size as long as carries wrap around).
+// Internet checksum (RFC 1071) helpers. The running accumulator holds a
+// sum of big-endian 16-bit words with carries kept in the upper bits;
+// folding it gives the 16-bit one's-complement sum (RFC 1071 §2(B): the
+// sum is independent of word size as long as carries wrap around).
 
 // sumBytes adds b to the running one's-complement accumulator acc.
 // b is treated as if it started at an even offset of the checksummed data.
+//
+// The bulk of b is summed as little-endian 32-bit words into four
+// independent 64-bit accumulators (no carry chain, no byte swaps: the
+// loads and adds run in parallel), folded to 16 bits and byte-swapped to
+// big-endian order (RFC 1071 §2(B): the one's-complement sum of
+// byte-swapped words is the byte-swapped sum). Four accumulators of
+// 32-bit words cannot overflow for any b shorter than 2^32 bytes.
 func sumBytes(acc uint64, b []byte) uint64 {
-	var c uint64
+	var s0, s1, s2, s3 uint64
 	for len(b) >= 32 {
-		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[0:8]), c)
-		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[8:16]), c)
-		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[16:24]), c)
-		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[24:32]), c)
+		s0 += uint64(binary.LittleEndian.Uint32(b[0:4])) + uint64(binary.LittleEndian.Uint32(b[16:20]))
+		s1 += uint64(binary.LittleEndian.Uint32(b[4:8])) + uint64(binary.LittleEndian.Uint32(b[20:24]))
+		s2 += uint64(binary.LittleEndian.Uint32(b[8:12])) + uint64(binary.LittleEndian.Uint32(b[24:28]))
+		s3 += uint64(binary.LittleEndian.Uint32(b[12:16])) + uint64(binary.LittleEndian.Uint32(b[28:32]))
 		b = b[32:]
 	}
-	for len(b) >= 8 {
-		acc, c = bits.Add64(acc, binary.BigEndian.Uint64(b[0:8]), c)
-		b = b[8:]
+	for len(b) >= 4 {
+		s0 += uint64(binary.LittleEndian.Uint32(b))
+		b = b[4:]
 	}
-	acc, c = bits.Add64(acc, c, 0)
-	if c != 0 {
-		acc++ // cannot overflow again: acc was at most 2^64-1 and wrapped to 0
-	}
-	// tail: up to 7 bytes, as 16-bit words, last odd byte padded with zero
-	var t uint64
+	t := uint64(bits.ReverseBytes16(fold(s0 + s1 + s2 + s3)))
+	// tail: up to 3 bytes, as big-endian 16-bit words, last odd byte padded with zero
 	for len(b) >= 2 {
 		t += uint64(binary.BigEndian.Uint16(b))
 		b = b[2:]
@@ -38,9 +41,8 @@ func sumBytes(acc uint64, b []byte) uint64 {
 	if len(b) == 1 {
 		t += uint64(b[0]) << 8
 	}
-	acc, c = bits.Add64(acc, t, 0)
-	acc += c
-	return acc
+	acc, c := bits.Add64(acc, t, 0)
+	return acc + c
 }
 
 // fold reduces the accumulator to a 16-bit one's-complement sum.

@@ -220,3 +220,16 @@ func BenchmarkParseFrame9000(b *testing.B) {
 		ParseFrame(buf[:n], &g)
 	}
 }
+
+func BenchmarkChecksum1424(b *testing.B) {
+	p := make([]byte, 1424)
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	b.SetBytes(int64(len(p)))
+	var s uint16
+	for i := 0; i < b.N; i++ {
+		s += fold(sumBytes(0, p))
+	}
+	_ = s
+}
