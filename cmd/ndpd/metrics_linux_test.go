@@ -2,18 +2,24 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/google/gopacket/pcapgo"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // scrape GETs /metrics from addr inside ns (the TCP socket is made on a
@@ -80,7 +86,8 @@ next:
 // TestE2EMetricsMove runs ndpd with --metrics-addr in a testbed, scrapes
 // /metrics before and after RPCs through it, and checks that the stack's,
 // the pool's and the application's series are there and that the counters
-// moved by what the RPCs did.
+// moved by what the RPCs did. The other daemon runs with --pcap: its
+// capture holds the RPCs' frames, received and sent.
 func TestE2EMetricsMove(t *testing.T) {
 	testbed.RequireRoot(t)
 	tb := testbed.NewT(t)
@@ -90,7 +97,8 @@ func TestE2EMetricsMove(t *testing.T) {
 	}
 	const addr = "127.0.0.1:9464"
 	a := startNdpd(t, p.A, p.Veth.A.Name, "-metrics-addr", addr)
-	b := startNdpd(t, p.B, p.Veth.B.Name)
+	pcap := filepath.Join(t.TempDir(), "b.pcapng")
+	b := startNdpd(t, p.B, p.Veth.B.Name, "-pcap", pcap)
 	srv := attachT(t, b.sock)
 	cli := attachT(t, a.sock)
 	l, err := srv.Listen(7)
@@ -145,5 +153,40 @@ func TestE2EMetricsMove(t *testing.T) {
 	}
 	if v := value(after, "ndpd_apps_attached", nil); v != 1 {
 		t.Errorf("ndpd_apps_attached %v, want 1", v)
+	}
+
+	// B captured (--pcap) every frame of the RPCs: stopped, its file holds
+	// NDP frames both ways.
+	cli.Close()
+	srv.Close()
+	if err := b.stop(t); err != nil {
+		t.Fatalf("ndpd B: %v", err)
+	}
+	f, err := os.Open(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs [2]int
+	for {
+		data, ci, err := r.ReadPacketData()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fr ndp.Frame
+		if err := ndp.ParseFrame(data, &fr); err != nil {
+			t.Fatalf("captured frame: %v", err)
+		}
+		dirs[ci.InterfaceIndex]++
+	}
+	if dirs[0] < 2*rpcs || dirs[1] < 2*rpcs {
+		t.Fatalf("capture holds %d received and %d sent frames, want at least %d each", dirs[0], dirs[1], 2*rpcs)
 	}
 }

@@ -14,7 +14,9 @@
 -- acknowledged seq, ndp.acked), ndp.synoff, ndp.len (payload length, kept
 -- on trimmed frames), ndp.path, ndp.prio, ndp.code (RESET reason),
 -- ndp.offset (stream offset; ACK with ACKMORE: ndp.ackbitmap),
--- ndp.flowsize and ndp.deadline (D3 hints), ndp.payload.
+-- ndp.flowsize and ndp.deadline (D3 hints), ndp.payload, and ndp.cut on a
+-- DATA frame a commodity switch trimmed (fewer payload bytes than ndp.len
+-- and no TRIMMED flag: sockapi Config.CommodityTrim).
 
 local ndp = Proto("ndpstack", "NDP (receiver-driven datacenter transport, ndpstack)")
 
@@ -52,6 +54,7 @@ F.bitmap   = ProtoField.uint64("ndp.ackbitmap", "More acknowledged (bit i: seq+1
 F.flowsize = ProtoField.uint64("ndp.flowsize", "D3 flow size (bytes, 0 none)", base.DEC)
 F.deadline = ProtoField.uint32("ndp.deadline", "D3 deadline (us from send, 0 none)", base.DEC)
 F.payload  = ProtoField.bytes("ndp.payload", "Payload")
+F.cut      = ProtoField.bool("ndp.cut", "Payload cut by a switch that does not know NDP (commodity trim: fewer bytes than the payload length, no TRIMMED flag)")
 
 local flagNames = {
 	{ 0x0001, "SYN" }, { 0x0002, "LAST" }, { 0x0004, "FIN" }, { 0x0008, "TRIMMED" },
@@ -115,8 +118,14 @@ function ndp.dissector(buf, pinfo, tree)
 	end
 	st:add(F.flowsize, buf(36, 8))
 	st:add(F.deadline, buf(44, 4))
-	if buf:len() > HEADER_LEN then
+	local have = buf:len() - HEADER_LEN
+	if have > 0 then
 		st:add(F.payload, buf(HEADER_LEN))
+	end
+	local cut = t == 1 and not has(flags, 0x0008) and have < buf(22, 2):uint()
+	if cut then
+		st:add(F.cut, true)
+		flagStr = flagStr .. (flagStr ~= "" and "," or "") .. "CUT"
 	end
 
 	local info = string.format("%s conn=0x%08x seq=%u", types[t] or ("type " .. t), buf(8, 4):uint(), buf(12, 4):uint())
