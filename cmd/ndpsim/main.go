@@ -5,6 +5,7 @@
 //	ndpsim incast      --topo fattree --k 8 --senders 100 --size 135KB [--ecmp hash|path|random]
 //	ndpsim permutation --topo fattree --k 8 --size 10MB [--slow-core-link 1G] [--json]
 //	ndpsim transfer    --size 10MB --link 10G --loss 0.01 --dup 0.01 --reorder 0.01 [--json]
+//	ndpsim reproduce   hull|d3|opf|omnet [--json] [--plot FILE.png]
 //
 // Topologies: a star (every host on one switch, the default for incast), a k-ary FatTree
 // (--topo fattree --k K) or a two-tier leaf-spine (--topo leafspine --leaves L --spines S
@@ -48,6 +49,8 @@ func main() {
 		err = runTransfer(os.Args[2:])
 	case "permutation":
 		err = runPermutation(os.Args[2:])
+	case "reproduce":
+		err = runReproduce(os.Args[2:])
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -72,6 +75,7 @@ experiments:
   incast       N senders each send one flow to one receiver at once
   permutation  every host of a FatTree / leaf-spine sends to one other and receives from one
   transfer     one flow between two hosts, optionally over faulty links
+  reproduce    a paper's experiments beside its numbers: hull, d3, opf, omnet
 run 'ndpsim <experiment> -h' for flags`)
 }
 

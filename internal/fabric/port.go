@@ -130,6 +130,7 @@ type Port struct {
 	data    fifo // data frames
 	headers fifo // header queue: headers, ACK, NACK, PULL, trimmed and bounced frames
 	hdrB    int  // bytes in the header queue
+	dataB   int  // bytes in the data queue
 
 	wrrCredit int // header frames still allowed before a data frame must go
 
@@ -160,6 +161,9 @@ func (p *Port) Stats() Stats { return p.stats }
 
 // Len reports the frames queued in the data and header queues.
 func (p *Port) Len() (data, headers int) { return p.data.len(), p.headers.len() }
+
+// Bytes reports the bytes queued in the data and header queues.
+func (p *Port) Bytes() (data, headers int) { return p.dataB, p.hdrB }
 
 // Empty reports whether Dequeue would return nothing.
 func (p *Port) Empty() bool { return p.data.len() == 0 && p.headers.len() == 0 }
@@ -200,6 +204,7 @@ func (p *Port) Enqueue(frame []byte, now ndp.Time) (v Verdict, out []byte, bounc
 	}
 	if p.data.len() < p.cfg.DataQueue {
 		p.data.push(frame)
+		p.dataB += len(frame)
 		if d := p.data.len(); d > p.stats.MaxDataDepth {
 			p.stats.MaxDataDepth = d
 		}
@@ -210,6 +215,7 @@ func (p *Port) Enqueue(frame []byte, now ndp.Time) (v Verdict, out []byte, bounc
 	if trimTail && ndp.IsTrimmable(p.data.peekTail()) {
 		tail := p.data.popTail()
 		p.data.push(frame)
+		p.dataB += len(frame) - len(tail)
 		p.stats.TrimmedTail++
 		v, h := p.trimToHeaders(tail)
 		switch v {
@@ -267,6 +273,7 @@ func (p *Port) Dequeue(now ndp.Time) ([]byte, bool) {
 		}
 	case p.data.len() > 0:
 		f = p.data.pop()
+		p.dataB -= len(f)
 		p.wrrCredit = p.cfg.WRRHeaders
 	default:
 		return nil, false

@@ -284,3 +284,36 @@ func TestSteadyStateDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%v allocations per round, want 0", allocs)
 	}
 }
+
+// Bytes follows every way a frame enters and leaves the queues: queued, tail-trimmed
+// (the tail's bytes move to the header queue), dequeued.
+func TestBytesFollowQueues(t *testing.T) {
+	p := newPort(t, Config{DataQueue: 2, Trim: TrimTail})
+	check := func(when string) {
+		t.Helper()
+		var d, h int
+		for i := 0; i < p.data.len(); i++ {
+			d += len(p.data.buf[(p.data.head+i)%len(p.data.buf)])
+		}
+		for i := 0; i < p.headers.len(); i++ {
+			h += len(p.headers.buf[(p.headers.head+i)%len(p.headers.buf)])
+		}
+		if gd, gh := p.Bytes(); gd != d || gh != h {
+			t.Fatalf("%s: Bytes() = %d, %d; queues hold %d, %d", when, gd, gh, d, h)
+		}
+	}
+	p.Enqueue(frame(t, ndp.TypeData, 0, 500), 0)
+	p.Enqueue(frame(t, ndp.TypeData, 1, 300), 0)
+	check("two queued")
+	p.Enqueue(frame(t, ndp.TypeData, 2, 700), 0)
+	check("tail trimmed")
+	p.Enqueue(frame(t, ndp.TypeAck, 0, 0), 0)
+	check("ack queued")
+	for !p.Empty() {
+		p.Dequeue(0)
+		check("dequeued")
+	}
+	if d, h := p.Bytes(); d != 0 || h != 0 {
+		t.Fatalf("empty port holds %d, %d bytes", d, h)
+	}
+}

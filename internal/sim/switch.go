@@ -81,6 +81,35 @@ type Switch struct {
 
 	// Unroutable counts frames whose destination no port reaches (and unparseable ones).
 	Unroutable uint64
+
+	probe     *QueueProbe // samples the queueing delay at port probePort, when set
+	probePort int
+}
+
+// QueueProbe records the queueing delay each arriving data frame will see at one switch
+// port: the bytes queued ahead of it (data and header queues) plus the rest of the
+// frame on the wire, at the link's rate. Frames arriving before From are not sampled.
+type QueueProbe struct {
+	From ndp.Time
+	// DelaysUs holds one sample per data frame, in microseconds.
+	DelaysUs []float64
+}
+
+// Probe makes p sample the queueing delay at output port i (nil stops it).
+func (sw *Switch) Probe(i int, p *QueueProbe) { sw.probe, sw.probePort = p, i }
+
+func (sw *Switch) sampleQueue(i int, f []byte) {
+	now := sw.sim.now
+	if now < sw.probe.From || !ndp.IsTrimmable(f) {
+		return
+	}
+	l := sw.links[i]
+	d, h := sw.ports[i].Bytes()
+	wait := float64(d+h) * 8 / l.Rate * 1e9
+	if l.busy && l.stats.LastEnd > now {
+		wait += float64(l.stats.LastEnd - now)
+	}
+	sw.probe.DelaysUs = append(sw.probe.DelaysUs, wait/1e3)
 }
 
 func newSwitch(s *Sim) *Switch {
@@ -180,6 +209,9 @@ func (sw *Switch) forward(f []byte, depth int) {
 		sw.Unroutable++
 		sw.sim.putBuf(f)
 		return
+	}
+	if sw.probe != nil && i == sw.probePort {
+		sw.sampleQueue(i, f)
 	}
 	v, out, bounced, dropped := sw.ports[i].Enqueue(f, sw.sim.now)
 	switch v {
