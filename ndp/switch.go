@@ -116,6 +116,13 @@ func FrameDst(b []byte) ([4]byte, bool) {
 	return a, true
 }
 
+// IsPreCredit reports whether b is a DATA frame with payload that its sender pushed
+// without a PULL (the first RTT's window, or data written after LAST): what OPF may
+// detour (internal/fabric Detour).
+func IsPreCredit(b []byte) bool {
+	return IsTrimmable(b) && Flags(binary.BigEndian.Uint16(b[offNDP+hFlags:]))&FlagPulled == 0
+}
+
 // FramePriority reports whether b is PRIORITY-flagged NDP traffic.
 func FramePriority(b []byte) bool {
 	h := frameNDP(b)

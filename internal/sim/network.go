@@ -20,6 +20,10 @@ type Params struct {
 	Pulls pullpacer.QueueConfig
 	// Fabric is the template for every switch output port; Seed is set per port.
 	Fabric fabric.Config
+	// Detour, when set, turns on OPF at every switch: pre-credit packets meeting a
+	// congested port are detoured through a neighbouring switch (fabric.Detour); Seed
+	// is set per switch.
+	Detour *fabric.DetourConfig
 	// Faults apply to every link in both directions.
 	Faults Faults
 	Seed   uint64
@@ -67,6 +71,11 @@ func newNetwork(topology string, p Params, hosts int) (*Network, error) {
 	}
 	if p.LinkRate <= 0 {
 		return nil, fmt.Errorf("sim: link rate %v must be positive", p.LinkRate)
+	}
+	if p.Detour != nil {
+		if _, err := fabric.NewDetour(*p.Detour); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
 	}
 	mtu := p.Endpoint.MTU
 	if mtu == 0 {
@@ -119,6 +128,11 @@ func (n *Network) newSwitch(name string, ecmp ECMPMode, pathDiv int) *Switch {
 	sw.ecmp = ecmp
 	sw.pathDiv = max(pathDiv, 1)
 	sw.salt = mix(n.p.Seed*0x9E3779B97F4A7C15 + uint64(len(n.Switches)+1))
+	if n.p.Detour != nil {
+		dc := *n.p.Detour
+		dc.Seed = sw.salt
+		sw.detour, _ = fabric.NewDetour(dc) // validated by newNetwork
+	}
 	n.Switches = append(n.Switches, sw)
 	return sw
 }

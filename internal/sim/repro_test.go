@@ -1,7 +1,12 @@
 package sim
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
+// Pulling at γ < 1 drains the standing queue the first RTT leaves and delivers γ of the
+// link's payload rate.
 func TestHULLRunTracksGamma(t *testing.T) {
 	p1, err := hullRun(2, 1.0, 1_000_000, 2e6)
 	if err != nil {
@@ -13,4 +18,27 @@ func TestHULLRunTracksGamma(t *testing.T) {
 	}
 	t.Logf("γ=1: %+v", p1)
 	t.Logf("γ=0.9: %+v", p9)
+	want := 0.9 * 1000 * 1460 / 1538
+	if math.Abs(p9.ThroughputMb-want) > 0.02*want || p9.ThroughputMb >= p1.ThroughputMb {
+		t.Fatalf("γ=0.9 throughput %.1f Mb/s, want about %.1f and below γ=1's %.1f", p9.ThroughputMb, want, p1.ThroughputMb)
+	}
+	if p9.AvgQueueUs >= p1.AvgQueueUs/10 {
+		t.Fatalf("queueing %.2f µs at γ=0.9, %.2f µs at γ=1: headroom did not empty the queue", p9.AvgQueueUs, p1.AvgQueueUs)
+	}
+}
+
+// Receiver-driven D3 meets more deadlines than fair pulls once the burst is large.
+func TestD3BeatsFairPulls(t *testing.T) {
+	fair, err := d3Burst(30, 30e6, false, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d3, err := d3Burst(30, 30e6, true, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fair %+v, d3 %+v", fair, d3)
+	if d3.MetPct <= fair.MetPct || d3.QuenchedPct == 0 || fair.QuenchedPct != 0 {
+		t.Fatalf("fair %+v, d3 %+v", fair, d3)
+	}
 }

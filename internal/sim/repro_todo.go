@@ -2,5 +2,4 @@ package sim
 
 import "errors"
 
-func ReproduceOPF() ([]Table, error)   { return nil, errors.New("todo") }
 func ReproduceOMNeT() ([]Table, error) { return nil, errors.New("todo") }

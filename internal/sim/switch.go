@@ -84,7 +84,13 @@ type Switch struct {
 
 	probe     *QueueProbe // samples the queueing delay at port probePort, when set
 	probePort int
+
+	detour      *fabric.Detour // OPF, when enabled
+	detourPorts []int          // ports toward other switches: OPF's detour candidates
 }
+
+// Detour returns the switch's OPF forwarding state (nil when OPF is off).
+func (sw *Switch) Detour() *fabric.Detour { return sw.detour }
 
 // QueueProbe records the queueing delay each arriving data frame will see at one switch
 // port: the bytes queued ahead of it (data and header queues) plus the rest of the
@@ -130,6 +136,9 @@ func (sw *Switch) addPort(cfg fabric.Config, l *Link, kind portKind, dsts ...[4]
 	l.srcPort = p
 	if kind == portUp {
 		sw.up = append(sw.up, i)
+	}
+	if kind != portToHost {
+		sw.detourPorts = append(sw.detourPorts, i)
 	}
 	for _, d := range dsts {
 		h, ok := hostIndex(d)
@@ -209,6 +218,9 @@ func (sw *Switch) forward(f []byte, depth int) {
 		sw.Unroutable++
 		sw.sim.putBuf(f)
 		return
+	}
+	if sw.detour != nil && len(sw.detourPorts) > 1 {
+		i = sw.detour.Route(f, i, sw.ports, sw.detourPorts)
 	}
 	if sw.probe != nil && i == sw.probePort {
 		sw.sampleQueue(i, f)
