@@ -3,6 +3,8 @@ package sim
 import (
 	"math"
 	"testing"
+
+	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // Pulling at γ < 1 drains the standing queue the first RTT leaves and delivers γ of the
@@ -18,7 +20,7 @@ func TestHULLRunTracksGamma(t *testing.T) {
 	}
 	t.Logf("γ=1: %+v", p1)
 	t.Logf("γ=0.9: %+v", p9)
-	want := 0.9 * 1000 * 1460 / 1538
+	want := 0.9 * 1000 * float64(ndp.MaxPayload(1500)) / float64(1500+14+EthernetOverhead)
 	if math.Abs(p9.ThroughputMb-want) > 0.02*want || p9.ThroughputMb >= p1.ThroughputMb {
 		t.Fatalf("γ=0.9 throughput %.1f Mb/s, want about %.1f and below γ=1's %.1f", p9.ThroughputMb, want, p1.ThroughputMb)
 	}
