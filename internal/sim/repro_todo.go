@@ -1,5 +1,0 @@
-package sim
-
-import "errors"
-
-func ReproduceOMNeT() ([]Table, error) { return nil, errors.New("todo") }
