@@ -504,7 +504,16 @@ func TestE2ERefusedPeer(t *testing.T) {
 	if !strings.Contains(d.logs.String(), "refused peer") {
 		t.Errorf("refusal not logged:\n%s", d.logs.String())
 	}
-	snap, err := daemon.QueryStatus(d.sock)
+	// The attached helper has exited; ndpd reclaims it when it sees the control
+	// connection close, which the core handles in its own loop: wait for it,
+	// bounded.
+	var snap daemon.Snapshot
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		snap, err = daemon.QueryStatus(d.sock)
+		if err == nil && snap.Pool.AppsAttached == 0 || time.Now().After(end) {
+			break
+		}
+	}
 	if err != nil || snap.Pool.AppsAttached != 0 || snap.Core.AppsAttached != 1 {
 		t.Fatalf("status after refusal: %v %+v %+v", err, snap.Pool, snap.Core)
 	}
