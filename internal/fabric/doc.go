@@ -25,4 +25,8 @@
 // grows with every byte the port sends and drains at γ·C; while it is above its threshold
 // the port marks ECN CE on the IPv4 header of departing frames. It never delays a frame:
 // it shows how much headroom a sending pattern leaves.
+//
+// Detour (detour.go) is OPF's forwarding decision (papers/opf-proactive-transport.txt):
+// a switch asks it, after routing, whether a pre-credit packet meeting a congested port
+// should leave by a less loaded port toward another switch instead.
 package fabric

@@ -4,7 +4,9 @@
 //
 // The pieces:
 //
-//	Sim      event queue ordered by (time, sequence); At/After schedule closures
+//	Sim      event queue ordered by (time, sequence): a 4-ary heap of small keys over a
+//	         recycled slab of typed events (no allocation per event); At/After
+//	         schedule closures for workload events
 //	Link     one direction of a cable: serializes frames at Rate (plus Ethernet's
 //	         preamble, FCS and inter-frame gap), delivers them Delay later, and can
 //	         inject loss, duplication, reordering and corruption
@@ -35,5 +37,8 @@
 //
 // Experiments: RunIncast (N senders to host 0, star or Clos), RunTransfer (one flow over
 // faulty links), RunPermutation (every host sends to one and receives from one, Clos)
-// and RunRPC (closed-loop request/response on a star).
+// and RunRPC (closed-loop request/response on a star). Reproductions (reproduce.go,
+// repro_*.go) rerun the HULL, D3, OPF and OMNeT++-model papers' experiments and return
+// tables of ours beside the papers' numbers (ndpsim reproduce). Params.Detour turns on
+// OPF (fabric.Detour) at every switch; Switch.Probe samples one port's queueing delay.
 package sim
