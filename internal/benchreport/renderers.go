@@ -144,6 +144,11 @@ func incast(b *bytes.Buffer, v *view) {
 		rows = append(append([]any(nil), res...), s)
 	}
 	rowsTable(b, rows, incastCols, "received_bytes")
+	figures(b, v, []col{{key: "optimal_ms", label: "optimum ms (bytes at the pull rate + one round trip)"},
+		{key: "rtt_ms", label: "round trip ms (median small NDP call)"},
+		{key: "ndp_median_over_optimal", label: "ndp median / optimum"},
+		{key: "ndp_over_pull_rate", label: "ndp goodput / pull rate"},
+		{key: "ndp_over_tcp", label: "ndp goodput / tcp goodput"}})
 	l1, o1 := nested(res, "client_counters", "transport", " client")
 	l2, o2 := nested(res, "servers_counters", "transport", " servers")
 	l3, o3 := nested(res, "tcp_counters", "transport", " (kernel)")
@@ -160,6 +165,8 @@ func throughput(b *bytes.Buffer, v *view) {
 		rowsTable(b, asArray(r), []col{{key: "transport", label: "transport"}, {key: "median_mbps", label: "median Mb/s"},
 			{key: "min_mbps", label: "min Mb/s"}, {key: "max_mbps", label: "max Mb/s"}})
 	}
+	figures(b, v, []col{{key: "ndp_over_tcp", label: "ndp / tcp (medians)"},
+		{key: "ndp_over_pull_rate", label: "ndp median / pull rate"}})
 	v.hide("runs") // every run; the summary is their median, min and max
 }
 

@@ -54,7 +54,7 @@ func TestRenderFixtures(t *testing.T) {
 		"| optimal_ms | 0.004 |",
 		// throughput: summary, the new ratio, runs left out
 		"| tcp | 9000 | 8800 | 9100 |",
-		"| ndp_over_tcp | 0.69 |",
+		"| ndp / tcp (medians) | 0.69 |",
 		// ndpsim permutation: figures, zero fault counters left out, non-zero shown
 		"| over optimal % | 23.1 |",
 		"| flow goodput min Gb/s | 8.2 |",
