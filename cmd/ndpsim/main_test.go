@@ -129,7 +129,7 @@ func TestFatTreeCommandsJSON(t *testing.T) {
 func TestPermutationPlot(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "perm.png")
 	capture(t, func() error {
-		return runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "1MB", "--ecmp", "path", "--json", "--plot", file})
+		return runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "200KB", "--ecmp", "path", "--json", "--plot", file})
 	})
 	checkPNG(t, file)
 	if err := runPermutation([]string{"--topo", "fattree", "--k", "4", "--size", "100KB", "--plot", filepath.Join(t.TempDir(), "x.svg")}); err == nil {

@@ -39,22 +39,24 @@ func TestProgressLine(t *testing.T) {
 // events grow, and the limit is the run's.
 func TestSimProgressHook(t *testing.T) {
 	var c common
-	c.link, c.size, c.mtu, c.queue, c.iw, c.gamma, c.delay, c.seed = "10G", "8MB", 9000, 8, 30, 1, time.Microsecond, 1
+	c.link, c.size, c.mtu, c.queue, c.iw, c.gamma, c.delay, c.seed = "10G", "1MB", 9000, 8, 30, 1, time.Microsecond, 1
 	star, size, err := c.star()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []sim.Progress
 	star.Progress = func(p sim.Progress) { got = append(got, p) }
-	r, err := sim.RunIncast(sim.IncastConfig{Star: star, Senders: 20, Size: size})
+	const every = 1000
+	star.ProgressEvery = every
+	r, err := sim.RunIncast(sim.IncastConfig{Star: star, Senders: 7, Size: size})
 	if err != nil || !r.BytesVerified {
 		t.Fatalf("%v %+v", err, r)
 	}
-	if len(got) < 2 || uint64(len(got)) != r.Events/sim.ProgressEvery {
+	if len(got) < 2 || uint64(len(got)) != r.Events/every {
 		t.Fatalf("%d reports for %d events", len(got), r.Events)
 	}
 	for i, p := range got {
-		if p.Limit != 10e9 || p.Events < uint64(i+1)*sim.ProgressEvery || i > 0 && p.Now < got[i-1].Now {
+		if p.Limit != 10e9 || p.Events < uint64(i+1)*every || i > 0 && p.Now < got[i-1].Now {
 			t.Fatalf("report %d: %+v", i, p)
 		}
 	}

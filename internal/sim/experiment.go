@@ -160,10 +160,14 @@ func run(n *Network, flows []*Flow, limit ndp.Time, setup func(*Workload)) (Resu
 	}
 	done := w.Done
 	if report := n.p.Progress; report != nil {
-		s, next := n.Sim, uint64(ProgressEvery)
+		every := n.p.ProgressEvery
+		if every == 0 {
+			every = DefaultProgressEvery
+		}
+		s, next := n.Sim, every
 		done = func() bool {
 			if s.steps >= next {
-				next = s.steps + ProgressEvery
+				next = s.steps + every
 				report(Progress{Now: s.now, Limit: limit, Events: s.steps})
 			}
 			return w.Done()

@@ -29,7 +29,8 @@ type Params struct {
 	Seed   uint64
 	// Progress, when set, is called every ProgressEvery events of a run (a
 	// command shows it to a person waiting for a long run; nil costs nothing).
-	Progress func(Progress)
+	Progress      func(Progress)
+	ProgressEvery uint64 // 0 means DefaultProgressEvery
 }
 
 // Progress is how far a run has got.
@@ -39,8 +40,9 @@ type Progress struct {
 	Events uint64   // events processed so far
 }
 
-// ProgressEvery is how many events pass between two Params.Progress calls.
-const ProgressEvery = 1 << 16
+// DefaultProgressEvery is how many events pass between two Params.Progress
+// calls unless Params.ProgressEvery says otherwise.
+const DefaultProgressEvery = 1 << 16
 
 // Network is a built topology: hosts, switches and the links between them. Star and
 // Clos embed it; workloads and summaries only need a Network.

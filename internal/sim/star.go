@@ -22,14 +22,15 @@ type StarConfig struct {
 	Faults Faults
 	Seed   uint64
 	// Progress, when set, is called every ProgressEvery events of a run.
-	Progress func(Progress)
+	Progress      func(Progress)
+	ProgressEvery uint64 // 0 means DefaultProgressEvery
 }
 
 // Params returns the host, link and port parameters of the star, for building another
 // topology with the same ones.
 func (c StarConfig) Params() Params {
 	return Params{LinkRate: c.LinkRate, LinkDelay: c.LinkDelay, Endpoint: c.Endpoint,
-		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed, Progress: c.Progress}
+		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed, Progress: c.Progress, ProgressEvery: c.ProgressEvery}
 }
 
 // Star is a built star topology.
