@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/daemon"
@@ -14,19 +15,75 @@ import (
 )
 
 // Attach connects to the ndpd daemon listening on the Unix control socket
-// socketPath and returns a Stack backed by it: the same API as Open, with
-// the NDP work done in ndpd and data moving through shared-memory rings
-// (internal/daemon describes them). When ndpd stops or dies under a running
+// socketPath with the default AttachConfig; AttachWith describes it.
+func Attach(socketPath string) (*Stack, error) {
+	return AttachWith(socketPath, AttachConfig{})
+}
+
+// AttachWith connects to the ndpd daemon listening on the Unix control
+// socket socketPath and returns a Stack backed by it: the same API as Open,
+// with the NDP work done in ndpd and data moving through shared-memory
+// rings (internal/daemon describes them). cfg says how the application's
+// goroutines wait for the rings. When ndpd stops or dies under a running
 // application, every blocked and later call returns ErrDaemonGone.
 //
-// Attach fails if the daemon refuses the caller's uid/gid (the error
-// mentions "not allowed"), is draining, or has no free buffer partition.
-func Attach(socketPath string) (*Stack, error) {
-	c, err := daemon.Attach(socketPath, daemon.ClientConfig{})
+// AttachWith fails with ErrInvalidConfig for a bad cfg, and if the daemon
+// refuses the caller's uid/gid (the error mentions "not allowed"), is
+// draining, or has no free buffer partition.
+func AttachWith(socketPath string, cfg AttachConfig) (*Stack, error) {
+	ccfg, err := cfg.clientConfig(runtime.NumCPU())
+	if err != nil {
+		return nil, err
+	}
+	c, err := daemon.Attach(socketPath, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("sockapi: attach: %w", err)
 	}
 	return newStack(&attached{c: c, path: socketPath, epoch: time.Now()}), nil
+}
+
+// AttachConfig says how an attached application waits for its rings. The
+// zero value is valid and fits the machine it runs on.
+//
+// Each hop between an application and ndpd is a ring write and, when the
+// other side sleeps, an eventfd wakeup (tens of µs on a VM). An application
+// that polls its rings takes the hop without the wakeup, at the price of a
+// CPU while it waits: right on a server with spare cores, wrong where the
+// application and ndpd share two CPUs (the spinning thread takes the CPU the
+// daemon needs to answer).
+type AttachConfig struct {
+	// PollMode: PollAdaptive (the zero value) polls for Spin, then sleeps on
+	// the rings' eventfd; PollBusy polls until the call can complete or its
+	// deadline passes, never sleeping: lowest latency, one CPU per waiting
+	// goroutine.
+	PollMode PollMode
+	// Spin is how long adaptive waiters poll before sleeping. Zero picks by
+	// the CPU count: 50µs with 4 or more CPUs (spare cores for the
+	// application and ndpd), none below. Negative: never poll, sleep at once.
+	// Ignored with PollBusy.
+	Spin time.Duration
+}
+
+// spareCPUs is the CPU count from which an adaptive attached application
+// polls by default.
+const spareCPUs = 4
+
+// clientConfig maps cfg onto the daemon client's, for a machine of ncpu CPUs.
+func (c AttachConfig) clientConfig(ncpu int) (daemon.ClientConfig, error) {
+	switch c.PollMode {
+	case PollBusy:
+		return daemon.ClientConfig{SpinFor: daemon.SpinForever}, nil
+	case PollAdaptive:
+		spin := c.Spin
+		if spin == 0 {
+			spin = -1
+			if ncpu >= spareCPUs {
+				spin = 50 * time.Microsecond
+			}
+		}
+		return daemon.ClientConfig{SpinFor: spin}, nil
+	}
+	return daemon.ClientConfig{}, fmt.Errorf("%w: PollMode %d", ErrInvalidConfig, c.PollMode)
 }
 
 // attached is the backend of an attached Stack: a daemon.Client.

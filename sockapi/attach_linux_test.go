@@ -251,3 +251,78 @@ func TestAttachedErrMapping(t *testing.T) {
 		t.Errorf("the daemon's error is lost: %v", got)
 	}
 }
+
+func TestAttachConfigClientConfig(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  AttachConfig
+		ncpu int
+		want time.Duration
+	}{
+		{AttachConfig{}, 2, -1},
+		{AttachConfig{}, 3, -1},
+		{AttachConfig{}, 4, 50 * time.Microsecond},
+		{AttachConfig{}, 16, 50 * time.Microsecond},
+		{AttachConfig{Spin: 10 * time.Microsecond}, 2, 10 * time.Microsecond},
+		{AttachConfig{Spin: -1}, 16, -1},
+		{AttachConfig{PollMode: PollBusy}, 2, daemon.SpinForever},
+		{AttachConfig{PollMode: PollBusy, Spin: time.Microsecond}, 16, daemon.SpinForever},
+	} {
+		got, err := tc.cfg.clientConfig(tc.ncpu)
+		if err != nil || got.SpinFor != tc.want {
+			t.Errorf("%+v on %d CPUs: SpinFor %v, %v; want %v", tc.cfg, tc.ncpu, got.SpinFor, err, tc.want)
+		}
+	}
+	if _, err := AttachWith("/nonexistent", AttachConfig{PollMode: 7}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("bad PollMode: %v, want ErrInvalidConfig", err)
+	}
+}
+
+// A busy-polling and an adaptive application attached to the same ndpd
+// both complete RPCs at once, against a server attached to the other ndpd.
+func TestAttachedBusyAndAdaptiveApps(t *testing.T) {
+	_, srv, da := attachedPair(t)
+	l, err := srv.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			m, err := l.RecvMessage(0)
+			if err != nil {
+				return
+			}
+			m.Reply(m.Data)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errc := make(chan error, 2)
+	for _, cfg := range []AttachConfig{{PollMode: PollBusy}, {PollMode: PollAdaptive, Spin: 20 * time.Microsecond}} {
+		app, err := AttachWith(da.path, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Close()
+		go func() {
+			for i := range 200 {
+				req := bytes.Repeat([]byte{byte(i)}, 100+i*37)
+				resp, err := app.Call(ctx, "10.7.0.2:7", req)
+				if err != nil {
+					errc <- fmt.Errorf("%+v: call %d: %w", cfg, i, err)
+					return
+				}
+				if !bytes.Equal(resp, req) {
+					errc <- fmt.Errorf("%+v: call %d: response differs", cfg, i)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

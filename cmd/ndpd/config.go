@@ -82,9 +82,16 @@ type Config struct {
 	// SocketsPerApp bounds one application's open sockets (half dial, half
 	// accept). Default 64.
 	SocketsPerApp int `json:"sockets_per_app"`
+	// Poll says how the core loop waits for work: "adaptive" (default)
+	// spins for Spin after its last work, then sleeps until a ring, the NIC
+	// or a timer needs it, for hosts where ndpd shares CPUs with its
+	// applications; "busy" never sleeps, for a core loop on a CPU of its
+	// own (pin it with pacer_cpu): every hop from an application or the NIC
+	// is taken without a wakeup, at the price of that CPU.
+	Poll string `json:"poll"`
 	// Spin is the core's adaptive-polling spin before sleeping (it yields
 	// the CPU between idle polls). "0s" = the default, 50us; "-1ns" = never
-	// spin.
+	// spin. Ignored with poll "busy".
 	Spin Duration `json:"spin"`
 	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
 	DrainTimeout Duration `json:"drain_timeout"`
@@ -263,6 +270,9 @@ func (c *Config) populate() {
 		none := -1
 		c.PacerCPU = &none
 	}
+	if c.Poll == "" {
+		c.Poll = "adaptive"
+	}
 	if c.Bind == "" {
 		c.Bind = "auto"
 	}
@@ -345,6 +355,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.TrimDSCPs) > 4 || c.DataDSCP > 63 || c.ControlDSCP > 63 || slices.ContainsFunc(c.TrimDSCPs, func(d uint8) bool { return d > 63 }) {
 		bad("trim_dscps, data_dscp, control_dscp: DSCP values are 0..63, at most 4 trim_dscps")
+	}
+	if c.Poll != "adaptive" && c.Poll != "busy" {
+		bad("poll: %q: want adaptive or busy", c.Poll)
 	}
 	if cpu := *c.PacerCPU; cpu < -1 || cpu >= runtime.NumCPU() {
 		bad("pacer_cpu: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())

@@ -140,6 +140,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&f.SocketGroup, "socket-group", 0, "gid owning the control socket (0 = keep)")
 	fs.Var((*uintList)(&f.AllowUIDs), "allow-uids", "uids allowed to attach, comma-separated")
 	fs.Var((*uintList)(&f.AllowGIDs), "allow-gids", "gids allowed to attach, comma-separated")
+	fs.StringVar(&f.Poll, "poll", "", "core loop waiting: adaptive (spin, then sleep; default) or busy (never sleep: a CPU of its own, see -pacer-cpu)")
 	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping, yielding the CPU between polls (default 50us; -1ns = never)")
 	fs.Var(&f.DrainTimeout, "drain-timeout", "graceful drain bound on SIGTERM (default 5s)")
 	fs.Var(&f.ResolveTimeout, "resolve-timeout", "bound of one neighbour (ARP) resolution for a dial (default 1s)")
@@ -204,6 +205,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.AllowUIDs = f.AllowUIDs
 		case "allow-gids":
 			c.AllowGIDs = f.AllowGIDs
+		case "poll":
+			c.Poll = f.Poll
 		case "spin":
 			c.Spin = f.Spin
 		case "drain-timeout":

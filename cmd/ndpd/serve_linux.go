@@ -144,10 +144,14 @@ func serve(c *Config, logOut io.Writer) error {
 	}
 	defer st.Close()
 
+	spin := time.Duration(c.Spin)
+	if c.Poll == "busy" {
+		spin = daemon.SpinForever
+	}
 	core, err := daemon.NewCore(daemon.Config{
 		Pool:         ring.PoolConfig{Frames: c.Frames, FrameSize: c.FrameSize, AppFrames: c.AppFrames},
 		Region:       ring.RegionConfig{Sockets: c.SocketsPerApp},
-		SpinFor:      time.Duration(c.Spin),
+		SpinFor:      spin,
 		DrainTimeout: time.Duration(c.DrainTimeout),
 		LocalAddr:    addr,
 		Logger:       log,

@@ -54,6 +54,7 @@ type rpcOpts struct {
 	rounds  int
 	compare []string
 	mode    string
+	cores   string // daemon mode: "dedicated" or "shared"
 	conn    string // "new" (a connection per RPC) or "persistent"
 	clients int    // concurrent client connections (persistent)
 	poll    string
@@ -75,8 +76,9 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	n := fs.Int("n", defN, "measured RPCs per transport")
 	warmup := fs.Int("warmup", 1000, "unmeasured RPCs per transport first")
 	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
-	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open), ndp-scraped (ndp with its metrics gathered every --scrape-every); empty for ndp only")
+	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open), ndp-scraped (ndp with its metrics gathered every --scrape-every), embedded (--mode daemon: the same RPCs over embedded stacks); empty for ndp only")
 	mode := fs.String("mode", "embedded", "ndp stack: embedded (in this process) or daemon (through ndpd)")
+	cores := fs.String("cores", defaultCores(), "--mode daemon: dedicated (each ndpd core loop and each application thread on its own CPU, all busy polling; needs 4 CPUs) or shared (each ndpd core loop on its application's CPU, adaptive polling); default by CPU count")
 	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
 	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
 	poll := fs.String("poll", "", "ndp waiting: busy (spin until done) or adaptive (spin, then sleep on the AF_XDP socket); default busy with --conn new, adaptive (the stack's default) with --conn persistent")
@@ -88,7 +90,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
-	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, conn: *conn, clients: *clients,
+	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients,
 		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile, scrape: *scrape}
 	if o.pcap != "" && o.mode != "embedded" {
 		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
@@ -133,6 +135,10 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	for _, c := range o.compare {
 		switch c {
 		case "xdp", "tcp", "tcp-newconn", "tfo":
+		case "embedded":
+			if o.mode != "daemon" {
+				return o, errors.New("the embedded comparison runs with --mode daemon")
+			}
 		case "ndp-scraped":
 			if o.conn != "new" || o.mode != "embedded" {
 				return o, errors.New("the ndp-scraped comparison runs with --conn new --mode embedded")
@@ -152,6 +158,15 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	}
 	if o.mode != "embedded" && o.mode != "daemon" {
 		return o, fmt.Errorf("--mode %q: want embedded or daemon", o.mode)
+	}
+	switch o.cores {
+	case "shared":
+	case "dedicated":
+		if runtime.NumCPU() < 4 {
+			return o, fmt.Errorf("--cores dedicated: needs 4 CPUs (two ndpd core loops, two application threads), this machine has %d", runtime.NumCPU())
+		}
+	default:
+		return o, fmt.Errorf("--cores %q: want dedicated or shared", o.cores)
 	}
 	if o.n < 1 || o.rounds < 1 || o.rounds > o.n {
 		return o, errors.New("--n and --rounds must be positive, rounds <= n")
@@ -257,6 +272,11 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 			}
 		case "ndp-scraped":
 			e, err = newScrapedRPC(pair, o)
+		case "embedded":
+			var ne *ndpRPC
+			if ne, err = newNDPRPC(pair, o); err == nil {
+				e = embeddedRPC{ne}
+			}
 		case "xdp":
 			if o.size > 1472 {
 				return out, fmt.Errorf("xdp comparison: --size %d exceeds one frame (1472)", o.size)
@@ -297,6 +317,19 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	return out, nil
 }
 
+// defaultCores is --cores' default: dedicated where there are CPUs for it.
+func defaultCores() string {
+	if runtime.NumCPU() >= 4 {
+		return "dedicated"
+	}
+	return "shared"
+}
+
+// embeddedRPC is the embedded ndp RPC as the comparison to --mode daemon.
+type embeddedRPC struct{ *ndpRPC }
+
+func (embeddedRPC) name() string { return "embedded" }
+
 func rpcRatios(out *rpcOutput) {
 	by := map[string]latencyResult{}
 	for _, r := range out.Results {
@@ -306,7 +339,7 @@ func rpcRatios(out *rpcOutput) {
 	if !ok {
 		return
 	}
-	for _, other := range []string{"xdp", "tcp", "tcp-newconn", "tfo", "ndp-scraped"} {
+	for _, other := range []string{"xdp", "tcp", "tcp-newconn", "tfo", "ndp-scraped", "embedded"} {
 		if x, ok := by[other]; ok && x.P50us > 0 && x.P99us > 0 && x.P999us > 0 {
 			out.Ratios["ndp_p50_over_"+other+"_p50"] = round2(n.P50us / x.P50us)
 			out.Ratios["ndp_p99_over_"+other+"_p99"] = round2(n.P99us / x.P99us)

@@ -116,6 +116,7 @@ type daemonRPC struct {
 	*ndpRPC
 	children []*exec.Cmd
 	dir      string
+	cores    string // "dedicated" or "shared"
 }
 
 func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
@@ -135,17 +136,26 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 		return nil, err
 	}
 	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
-	// Each ndpd's core loop runs on its application's CPU (ndpd's
-	// pacer_cpu): an app and its daemon then hand work over on one CPU
-	// (a few µs) instead of waking a thread on the other one (25-33 µs
-	// here; docs/decisions.md, "pacer_cpu pins the core loop").
+	// Shared cores: each ndpd's core loop runs on its application's CPU
+	// (ndpd's pacer_cpu), so an app and its daemon hand work over on one CPU
+	// (a few µs) instead of waking a thread on the other one (25-33 µs on a
+	// 2-vCPU VM; docs/decisions.md, "pacer_cpu pins the core loop").
+	// Dedicated cores: the core loops get CPUs 2 and 3 and never sleep, and
+	// the applications (on CPUs 0 and 1) busy-poll their rings.
 	cpuClient, cpuEcho := cpuPair()
+	coreCPUs := [2]int{cpuClient, cpuEcho}
+	coreSpin, app := "0", sockapi.AttachConfig{}
+	if o.cores == "dedicated" {
+		coreCPUs = [2]int{2, 3}
+		coreSpin, app = daemon.SpinForever.String(), sockapi.AttachConfig{PollMode: sockapi.PollBusy}
+	}
+	d.cores = o.cores
 	for i, side := range []struct {
 		ns     *testbed.Namespace
 		ifname string
-		cpu    int
-	}{{pair.A, v.A.Name, cpuClient}, {pair.B, v.B.Name, cpuEcho}} {
-		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", socks[i], "-cpu", fmt.Sprint(side.cpu))
+	}{{pair.A, v.A.Name}, {pair.B, v.B.Name}} {
+		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", socks[i],
+			"-cpu", fmt.Sprint(coreCPUs[i]), "-spin", coreSpin)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -160,10 +170,10 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 			return fail(fmt.Errorf("ndpd child in %s did not start (%q)", side.ns.Name, line))
 		}
 	}
-	if d.client, err = sockapi.Attach(socks[0]); err != nil {
+	if d.client, err = sockapi.AttachWith(socks[0], app); err != nil {
 		return fail(err)
 	}
-	if d.server, err = sockapi.Attach(socks[1]); err != nil {
+	if d.server, err = sockapi.AttachWith(socks[1], app); err != nil {
 		return fail(err)
 	}
 	if d.l, err = d.server.Listen(rpcNDPPort); err != nil {
@@ -173,7 +183,10 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 }
 
 func (d *daemonRPC) mode() string {
-	return "through ndpd (two daemon processes, each core loop pinned to its app's CPU; apps attached over shared-memory rings), new connection per RPC, adaptive polling, pinned client and server threads"
+	if d.cores == "dedicated" {
+		return "through ndpd, dedicated cores (two daemon processes, each core loop busy on its own CPU; apps attached over shared-memory rings, busy polling on their own CPUs), new connection per RPC, pinned client and server threads"
+	}
+	return "through ndpd, shared cores (two daemon processes, each core loop pinned to its app's CPU; apps attached over shared-memory rings), new connection per RPC, adaptive polling, pinned client and server threads"
 }
 
 func (d *daemonRPC) close() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
@@ -32,6 +33,10 @@ func TestParseRPCFlags(t *testing.T) {
 		{[]string{"--conn", "pooled"}, false},
 		{[]string{"--plot", "rpc.png"}, true},
 		{[]string{"--plot", "rpc.svg"}, false},
+		{[]string{"--mode", "daemon", "--compare", "embedded,tcp", "--cores", "shared"}, true},
+		{[]string{"--compare", "embedded"}, false},
+		{[]string{"--mode", "daemon", "--cores", "spare"}, false},
+		{[]string{"--mode", "daemon", "--cores", "dedicated"}, runtime.NumCPU() >= 4},
 	} {
 		_, err := parseRPCFlags("rpc", tc.args, 100)
 		if (err == nil) != tc.ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -23,8 +24,12 @@ type ClientConfig struct {
 	// on a machine with fewer cores than busy threads (the 2-vCPU test VM
 	// runs two daemons and two applications) spinning only steals the CPU
 	// the peer needs (docs/decisions.md, ndpd). Negative = never spin.
+	// SpinForever polls until the call completes or its deadline passes.
 	SpinFor time.Duration
 }
+
+// SpinForever as ClientConfig.SpinFor: busy polling, never sleep.
+const SpinForever = time.Duration(math.MaxInt64)
 
 func (c *ClientConfig) populate() {}
 
