@@ -54,4 +54,14 @@
 // missing, makes the kernel ARP for it (a datagram from a kernel socket);
 // StaticResolver serves in-memory links. Results are cached for
 // Config.NeighborTTL. Accepted connections learn the MAC from the frame.
+//
+// # Counters and capture
+//
+// Stats copies the counters under the stack's lock. StatsSnapshot (what a
+// metrics scrape uses) does not take it while the stack is busy: it raises
+// a flag that the next Poll batch, already holding the lock, answers by
+// publishing a copy through an atomic pointer (statsboard.go). With
+// Config.Capture set, each batch's received frames (after Receive) and
+// transmitted frames (before Transmit) are copied into the capture's
+// bounded buffer (internal/capture); without it, one nil check per batch.
 package engine
