@@ -122,6 +122,9 @@ func (s *Scoreboard) repermute(r *rng, now Time) int {
 	}
 	newly := 0
 	excludedNow := s.n - active
+	// At most half of the paths are out at once, so a path is excluded
+	// only while another stays in use: a connection never loses its last
+	// path (a single-path connection never excludes it).
 	maxExcl := s.n / 2
 	for i := 0; i < s.n; i++ {
 		if s.excl[i] != 0 {
