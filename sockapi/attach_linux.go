@@ -179,6 +179,7 @@ func (c attachedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (
 func (c attachedConn) closeWrite() error { return attachedErr(c.s.CloseWrite()) }
 func (c attachedConn) close() error      { return attachedErr(c.s.Close()) }
 func (c attachedConn) abort() error      { return attachedErr(c.s.Abort()) }
+func (c attachedConn) closeReuse() error { return c.close() }
 func (c attachedConn) abortTooLarge() error {
 	return attachedErr(c.s.AbortCode(ndp.ResetTooLarge))
 }

@@ -68,6 +68,9 @@ type backendConn interface {
 	// abortTooLarge resets the connection telling the peer its message was
 	// over the size limit (ErrMessageTooLarge), where the backend can.
 	abortTooLarge() error
+	// closeReuse is close for a conn nobody uses again (CallInto's): the
+	// backend may reuse its memory for a later connection.
+	closeReuse() error
 	// remote is the peer's IPv4 address and NDP port; localPort is the
 	// local NDP port (0 when unknown).
 	remote() (netip.Addr, uint16)

@@ -17,13 +17,18 @@ type Conn struct {
 	local  Addr
 	remote Addr
 	rd, wd deadline
+	probe  [1]byte // readMessage's end-of-message probe
 }
 
 func newConn(b backendConn, localIP Addr) *Conn {
-	ip, port := b.remote()
-	c := &Conn{b: b, local: Addr{IP: localIP.IP, Port: b.localPort()}, remote: Addr{IP: ip, Port: port},
-		rd: makeDeadline(), wd: makeDeadline()}
+	c := &Conn{}
+	c.init(b, localIP)
 	return c
+}
+
+func (c *Conn) init(b backendConn, localIP Addr) {
+	ip, port := b.remote()
+	c.b, c.local, c.remote = b, Addr{IP: localIP.IP, Port: b.localPort()}, Addr{IP: ip, Port: port}
 }
 
 func (c *Conn) opErr(op string, err error) error {

@@ -8,14 +8,15 @@ import (
 // deadline is a settable deadline for blocking calls, after net.Pipe's: wait
 // returns a channel that is closed once the deadline has passed. Setting a
 // deadline in the past closes it at once (unblocking current waiters);
-// setting a later one or none reopens it for future calls.
+// setting a later one or none reopens it for future calls. Its zero value
+// is no deadline; the channel is made by the first wait (a call that
+// blocks must hold the channel a later set closes), so a zero deadline
+// costs nothing until used.
 type deadline struct {
 	mu     sync.Mutex
 	timer  *time.Timer
-	cancel chan struct{}
+	cancel chan struct{} // nil until the first wait or set (or after a reopen)
 }
-
-func makeDeadline() deadline { return deadline{cancel: make(chan struct{})} }
 
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
@@ -27,28 +28,34 @@ func (d *deadline) set(t time.Time) {
 	closed := isClosedChan(d.cancel)
 	if t.IsZero() {
 		if closed {
-			d.cancel = make(chan struct{})
+			d.cancel = nil
 		}
 		return
 	}
 	if dur := time.Until(t); dur > 0 {
-		if closed {
+		if closed || d.cancel == nil {
 			d.cancel = make(chan struct{})
 		}
 		ch := d.cancel
 		d.timer = time.AfterFunc(dur, func() { close(ch) })
 		return
 	}
+	if d.cancel == nil {
+		d.cancel = make(chan struct{})
+	}
 	if !closed {
 		close(d.cancel)
 	}
 }
 
-// wait returns the channel blocking calls select on. It is nil-free: with
-// no deadline it is a channel that is never closed (until set).
+// wait returns the channel blocking calls select on, closed once the
+// deadline passes.
 func (d *deadline) wait() chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.cancel == nil {
+		d.cancel = make(chan struct{})
+	}
 	return d.cancel
 }
 

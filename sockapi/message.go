@@ -31,20 +31,29 @@ func (s *Stack) Call(ctx context.Context, addr string, req []byte, opts ...DialO
 	return resp, ctxErr(ctx, err)
 }
 
-// CallInto is Call reading the response into resp, without allocating it.
-// A response longer than resp fails with ErrMessageTooLarge.
+// CallInto is Call reading the response into resp. A response longer than
+// resp fails with ErrMessageTooLarge. The connection never leaves the
+// call, so the stack reuses its memory: with a context that has no
+// deadline (and no options), an embedded stack's CallInto allocates nothing
+// in steady state.
 func (s *Stack) CallInto(ctx context.Context, addr Addr, req, resp []byte, opts ...DialOption) (int, error) {
-	c, err := s.DialAddr(ctx, addr, opts...)
+	bc, err := s.dialBackend(ctx, addr, opts)
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
+	c := s.callConn(bc)
 	stop := bindContext(ctx, c)
-	defer stop()
-	if _, err := c.WriteAndClose(req); err != nil {
-		return 0, ctxErr(ctx, err)
+	n := 0
+	_, err = c.WriteAndClose(req)
+	if err == nil {
+		n, err = readMessage(c, resp)
 	}
-	n, err := readMessage(c, resp)
+	if stop() {
+		c.b.closeReuse()
+		s.putCallConn(c)
+	} else {
+		c.Close() // the cancellation hook may still be running on c
+	}
 	return n, ctxErr(ctx, err)
 }
 
@@ -71,8 +80,7 @@ func readMessage(c *Conn, buf []byte) (int, error) {
 	n := 0
 	for {
 		if n == len(buf) {
-			var probe [1]byte
-			m, err := c.Read(probe[:])
+			m, err := c.Read(c.probe[:])
 			if m > 0 {
 				return n, ErrMessageTooLarge
 			}
@@ -96,17 +104,20 @@ func readMessage(c *Conn, buf []byte) (int, error) {
 }
 
 // bindContext applies ctx's deadline to c and makes cancellation fail c's
-// blocked calls. It returns a function that undoes the cancellation hook.
-func bindContext(ctx context.Context, c *Conn) func() {
+// blocked calls. It returns a function that undoes the cancellation hook
+// and reports whether the hook is sure not to touch c any more (false: it
+// ran, or is running, on its own goroutine).
+func bindContext(ctx context.Context, c *Conn) func() bool {
 	if d, ok := ctx.Deadline(); ok {
 		c.SetDeadline(d)
 	}
 	if ctx.Done() == nil {
-		return func() {}
+		return noHook
 	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
-	return func() { stop() }
+	return context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 }
+
+func noHook() bool { return true }
 
 // ctxErr reports ctx's error when the context ended the call. The conn's
 // deadline (ctx's deadline, bindContext) can fire a moment before ctx's own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type Stack struct {
 	b    backend
 	addr netip.Addr
 	msg  messageCounters // message servers' (RecvMessage) counters
+
+	mu        sync.Mutex
+	callConns []*Conn // CallInto's Conns, reused (callConn, putCallConn)
 }
 
 func newStack(b backend) *Stack { return &Stack{b: b, addr: b.localAddr()} }
@@ -41,6 +45,47 @@ func (s *Stack) Dial(ctx context.Context, addr string, opts ...DialOption) (*Con
 
 // DialAddr is Dial with a parsed address.
 func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn, error) {
+	bc, err := s.dialBackend(ctx, a, opts)
+	if err != nil {
+		return nil, err
+	}
+	return newConn(bc, Addr{IP: s.addr}), nil
+}
+
+// maxCallConns bounds a Stack's free list of CallInto Conns.
+const maxCallConns = 64
+
+// callConn returns a Conn for bc from the free list (a new one if empty).
+func (s *Stack) callConn(bc backendConn) *Conn {
+	s.mu.Lock()
+	var c *Conn
+	if n := len(s.callConns); n > 0 {
+		c = s.callConns[n-1]
+		s.callConns = s.callConns[:n-1]
+	}
+	s.mu.Unlock()
+	if c == nil {
+		c = &Conn{}
+	}
+	c.init(bc, Addr{IP: s.addr})
+	return c
+}
+
+// putCallConn returns c, closed and with no deadline hook left, to the
+// free list.
+func (s *Stack) putCallConn(c *Conn) {
+	c.rd.set(time.Time{}) // stops a deadline's timer
+	c.wd.set(time.Time{})
+	c.b = nil
+	s.mu.Lock()
+	if len(s.callConns) < maxCallConns {
+		s.callConns = append(s.callConns, c)
+	}
+	s.mu.Unlock()
+}
+
+// dialBackend is DialAddr without the Conn.
+func (s *Stack) dialBackend(ctx context.Context, a Addr, opts []DialOption) (backendConn, error) {
 	o := applyDialOptions(opts)
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
@@ -57,7 +102,7 @@ func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn
 	if err != nil {
 		return nil, &net.OpError{Op: "dial", Net: "ndp", Source: Addr{IP: s.addr}, Addr: a, Err: err}
 	}
-	return newConn(bc, Addr{IP: s.addr}), nil
+	return bc, nil
 }
 
 // Listen accepts connections on NDP port port.
@@ -66,7 +111,7 @@ func (s *Stack) Listen(port uint16) (*Listener, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "ndp", Addr: Addr{IP: s.addr, Port: port}, Err: err}
 	}
-	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, dl: makeDeadline(), msgCnt: &s.msg}, nil
+	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, msgCnt: &s.msg}, nil
 }
 
 // applyDialOptions resolves opts. Only a call that passes options pays for

@@ -28,10 +28,14 @@ type Conn struct {
 	released    bool  // Close was called
 	stackClosed bool
 	orphan      bool // closed by the application, still draining the peer's stream
+	reuse       bool // CloseAndReuse: the stack reuses this Conn once the endpoint releases it
 
-	rdWait, wrWait chan struct{} // capacity 1, see signal; made lazily (waitChansLocked)
-	done           chan struct{} // closed by Close or Stack.Close; made lazily
-	doneClosed     bool
+	// rdWait and wrWait (capacity 1, see signal; made lazily by
+	// waitChanLocked, kept when the Conn is reused) are where a blocked
+	// Read and Write wait: for their connection's events, and for Close
+	// or Stack.Close, which signal both. A woken call checks its
+	// condition and the connection's state again.
+	rdWait, wrWait chan struct{}
 }
 
 // Handle is the connection's endpoint handle.
@@ -47,9 +51,8 @@ func (c *Conn) LocalPort() uint16 { return c.localPort }
 // Stack is the connection's stack.
 func (c *Conn) Stack() *Stack { return c.s }
 
-// waitChansLocked returns the channel a blocking call waits on (*wait,
-// made on first use) and the done channel (made on first use). Channels are
-// only made once a call is about to block, so connections that never block
+// waitChanLocked returns the channel a blocking call waits on (*wait,
+// made on first use). Channels are only made once a call is about to block, so connections that never block
 // (busy polling, short waits) allocate none. The caller makes them at the
 // top of the locked iteration after which it blocks, before its condition
 // checks and before any poll: the endpoint signals an event once (an
@@ -57,22 +60,18 @@ func (c *Conn) Stack() *Stack { return c.s }
 // event raised by a poll in that iteration while the channel did not
 // exist yet would be lost for good, and the waiter would sleep forever on
 // an idle connection.
-func (c *Conn) waitChansLocked(wait *chan struct{}) (chan struct{}, chan struct{}) {
+func (c *Conn) waitChanLocked(wait *chan struct{}) chan struct{} {
 	if *wait == nil {
 		*wait = make(chan struct{}, 1)
 	}
-	if c.done == nil {
-		c.done = make(chan struct{})
-	}
-	return *wait, c.done
+	return *wait
 }
 
-// closeDoneLocked unblocks every blocked call (once).
-func (c *Conn) closeDoneLocked() {
-	if c.done != nil && !c.doneClosed {
-		close(c.done)
-	}
-	c.doneClosed = true
+// wakeWaitersLocked wakes a blocked Read and Write: they find the
+// connection closed (stateErrLocked) and return.
+func (c *Conn) wakeWaitersLocked() {
+	signal(c.rdWait)
+	signal(c.wrWait)
 }
 
 // errLocalClosed is what a call on a Conn after Close returns.
@@ -97,13 +96,13 @@ func (c *Conn) stateErrLocked() error {
 func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 	s := c.s
 	var w waitState
-	var ch, done chan struct{}
+	var ch chan struct{}
 	for {
 		s.mu.Lock()
 		if w.wantBlock {
 			// Made before this iteration's polls: an EventReadable they
-			// produce must find the channel (see waitChansLocked).
-			ch, done = c.waitChansLocked(&c.rdWait)
+			// produce must find the channel (see waitChanLocked).
+			ch = c.waitChanLocked(&c.rdWait)
 		}
 		n, err, ok := c.tryReadLocked(p)
 		if !ok {
@@ -126,8 +125,8 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 			s.endWait(&w)
 			return n, err
 		}
-		if err := s.await(&w, ch, done, cancel); err != nil {
-			return 0, c.waitErr(err)
+		if err := s.await(&w, ch, nil, cancel); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -165,15 +164,15 @@ func (c *Conn) tryReadLocked(p []byte) (int, error, bool) {
 func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
 	s := c.s
 	var w waitState
-	var ch, done chan struct{}
+	var ch chan struct{}
 	written := 0
 	for {
 		s.mu.Lock()
 		if w.wantBlock {
 			// Made before this iteration's poll (afterCallLocked): the
 			// ACKs it handles may free the buffer, and their
-			// EventWritable must find the channel (see waitChansLocked).
-			ch, done = c.waitChansLocked(&c.wrWait)
+			// EventWritable must find the channel (see waitChanLocked).
+			ch = c.waitChanLocked(&c.wrWait)
 		}
 		if err := c.stateErrLocked(); err != nil {
 			s.mu.Unlock()
@@ -203,8 +202,8 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 		}
 		s.afterCallLocked(now)
 		s.mu.Unlock()
-		if err := s.await(&w, ch, done, cancel); err != nil {
-			return written, c.waitErr(err)
+		if err := s.await(&w, ch, nil, cancel); err != nil {
+			return written, err
 		}
 	}
 }
@@ -262,28 +261,38 @@ func (c *Conn) Err() error {
 // is acknowledged; otherwise it is reset, as TCP does on close with unread
 // data.
 func (c *Conn) Close() error {
-	return c.close(false, ndp.ResetAbort)
+	return c.close(false, ndp.ResetAbort, false)
 }
 
 // Abort resets the connection at once (the peer sees a reset) and releases it.
 func (c *Conn) Abort() error {
-	return c.close(true, ndp.ResetAbort)
+	return c.close(true, ndp.ResetAbort, false)
 }
 
 // AbortCode is Abort telling the peer why (its calls fail with code.Err()).
 func (c *Conn) AbortCode(code ndp.ResetCode) error {
-	return c.close(true, code)
+	return c.close(true, code, false)
 }
 
-func (c *Conn) close(abort bool, code ndp.ResetCode) error {
+// CloseAndReuse is Close for a Conn nothing will touch again, not even
+// through a copy of the pointer: once the endpoint releases the
+// connection, the stack reuses the Conn for a later one, so dialing and
+// closing it allocates nothing in steady state. For connections an API
+// opens and closes internally (sockapi's CallInto), never for one handed
+// to an application.
+func (c *Conn) CloseAndReuse() error {
+	return c.close(false, ndp.ResetAbort, true)
+}
+
+func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c.released || c.stackClosed {
 		return net.ErrClosed
 	}
-	c.released = true
-	c.closeDoneLocked()
+	c.released, c.reuse = true, reuse
+	c.wakeWaitersLocked()
 	now := s.clock()
 	switch {
 	case abort && !c.closed:
@@ -316,11 +325,31 @@ func (c *Conn) close(abort bool, code ndp.ResetCode) error {
 	return nil
 }
 
-// releaseLocked hands the connection back to the endpoint.
+// releaseLocked hands the connection back to the endpoint (and a
+// CloseAndReuse Conn to the stack's free list).
 func (s *Stack) releaseLocked(c *Conn) {
 	s.ep.Release(c.h)
 	s.pulls.Remove(c.h)
 	delete(s.conns, c.h)
+	if c.reuse && len(s.free) < maxFreeConns {
+		// Keep the wait channels, without stale tokens.
+		rd, wr := c.rdWait, c.wrWait
+		drain(rd)
+		drain(wr)
+		*c = Conn{rdWait: rd, wrWait: wr}
+		s.free = append(s.free, c)
+	}
+}
+
+// maxFreeConns bounds a Stack's free list of reusable Conns.
+const maxFreeConns = 256
+
+// drain takes a token left in a wait channel, if any (nil: none).
+func drain(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+	}
 }
 
 // drainOrphanLocked discards data arriving on an orphaned connection and
@@ -336,19 +365,6 @@ func (s *Stack) drainOrphanLocked(c *Conn) {
 			return
 		}
 	}
-}
-
-// waitErr maps an await failure to the error a blocked call returns.
-func (c *Conn) waitErr(err error) error {
-	if err == errDone {
-		c.s.mu.Lock()
-		defer c.s.mu.Unlock()
-		if e := c.stateErrLocked(); e != nil {
-			return e
-		}
-		return net.ErrClosed
-	}
-	return err
 }
 
 // Listener accepts connections on one NDP port.
@@ -440,7 +456,7 @@ func (l *Listener) Close() error {
 		l.queue[l.head] = nil
 		l.head = (l.head + 1) % len(l.queue)
 		c.released = true
-		c.closeDoneLocked()
+		c.wakeWaitersLocked()
 		s.ep.Abort(c.h, now)
 		s.ep.Release(c.h)
 		s.pulls.Remove(c.h)

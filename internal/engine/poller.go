@@ -30,7 +30,7 @@ type waitState struct {
 	start     ndp.Time
 	yields    ndp.Time // yields made in this spin (await)
 	spinning  bool
-	wantBlock bool // await wants to block: the caller makes its channels (Conn.waitChansLocked)
+	wantBlock bool // await wants to block: the caller makes its channels (Conn.waitChanLocked)
 }
 
 // await is called, without the lock, when a blocking call's condition does

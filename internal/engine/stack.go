@@ -84,6 +84,7 @@ type Stack struct {
 	listeners   map[uint16]*Listener
 	rx, tx      [][]byte
 	neigh       map[[4]byte]neighEntry
+	free        []*Conn  // released CloseAndReuse Conns, reused by newConnLocked
 	pushRetry   ndp.Time // edge pacer held pushes back until then (0: none)
 	txDeferred  bool     // a pollDeferLocked skipped its transmit
 	txErrLogged ndp.Time // when a transmit failure was last logged
@@ -498,7 +499,14 @@ func (s *Stack) acceptLocked(ev ndp.Event, now ndp.Time) {
 }
 
 func (s *Stack) newConnLocked(h ndp.Handle, remote ndp.Addr, localPort uint16) *Conn {
-	c := &Conn{s: s, h: h, remote: remote, localPort: localPort}
+	var c *Conn
+	if n := len(s.free); n > 0 {
+		c = s.free[n-1]
+		s.free = s.free[:n-1]
+		c.s, c.h, c.remote, c.localPort = s, h, remote, localPort
+	} else {
+		c = &Conn{s: s, h: h, remote: remote, localPort: localPort}
+	}
 	s.conns[h] = c
 	return c
 }
@@ -604,7 +612,7 @@ func (s *Stack) Close() error {
 			s.ep.Abort(h, now)
 		}
 		c.stackClosed = true
-		c.closeDoneLocked()
+		c.wakeWaitersLocked()
 		delete(s.conns, h)
 	}
 	for p, l := range s.listeners {
