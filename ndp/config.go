@@ -56,15 +56,28 @@ type Config struct {
 	// (not FixedRTO): StallTimeout + 2*(connection's base RTO - RTO), backed
 	// off like the RTO, at most max(MaxRTO, StallTimeout).
 	StallTimeout time.Duration
-	// MaxRTORetries: consecutive timeout rounds (RTO expiries and stall
-	// probes, at most one per current RTO) without any feedback from the
-	// peer after which the connection fails with ErrTimeout. Default 10.
-	// Range [1, 1<<20]. Rounds come at most one current RTO or stall
-	// interval apart, so giving up takes at most about
-	// (MaxRTORetries+2)*max(MaxRTO, StallTimeout) (FixedRTO: RTO instead of
-	// MaxRTO): 384ms with defaults, and from a connection at the minimum
-	// RTO 1+2+4+8+16+6*32 = 223ms of silence (FixedRTO: about 11ms).
-	MaxRTORetries int
+	// UserTimeout is how long a connection that expects something from
+	// its peer (unacknowledged or queued data, a stream it is in the middle
+	// of receiving) may go without hearing anything from it before it fails
+	// with ErrTimeout, in the spirit of TCP_USER_TIMEOUT (RFC 5482). A
+	// connection silent for a while probes its peer with keepalives (see
+	// MaxProbeInterval and silence.go) and resumes when the peer answers, so
+	// it rides out link outages shorter than this; a peer that gave up or
+	// lost the connection answers a keepalive with a RESET. Idle
+	// connections (nothing outstanding either way) never time out. Default
+	// 30s: link flaps, switch reboots and bond failovers last one to a few
+	// seconds and must not cost connections, while a dead peer's resources
+	// are freed within half a minute; RPCs stay bounded by their own
+	// deadlines. Range [1ms, 1 hour].
+	UserTimeout time.Duration
+	// MaxProbeInterval bounds the interval between keepalives of a silent
+	// connection: they start after about four of its longest RTOs (at least
+	// 1s, at most UserTimeout/2) of silence and back off by doubling up
+	// to this, so an outage costs a few headers per second per connection,
+	// and a connection notices the link is back within this interval.
+	// Default 250ms (kernel TCP resumes at its next RTO backoff point,
+	// typically 0.2-1.6s after a link returns). Range [1ms, UserTimeout].
+	MaxProbeInterval time.Duration
 	// Paths is the number of UDP source ports used as path entropy per
 	// connection. Default 8. Range [1, 256].
 	Paths int
@@ -76,12 +89,13 @@ type Config struct {
 	SendBuffer int
 	// TimeWait is how long a finished connection's identity is remembered
 	// to reject replays and duplicates (paper: MSL < 1ms) and to re-ACK a
-	// peer still retransmitting its last packets. Default: the longest a
-	// peer with the same configuration keeps retrying before it gives up,
-	// plus 2*StallTimeout, at least 10ms: (MaxRTORetries+2)*max(MaxRTO,
-	// StallTimeout) + 2*StallTimeout = 388ms with the other defaults; with
-	// FixedRTO (MaxRTORetries+2)*max(RTO, StallTimeout) + 2*StallTimeout =
-	// 28ms. The table
+	// peer still retransmitting its last packets. Default: about a dozen of
+	// a peer's longest retransmission rounds with the same configuration,
+	// plus 2*StallTimeout, at least 10ms: 12*max(MaxRTO, StallTimeout) +
+	// 2*StallTimeout = 388ms with the other defaults; with FixedRTO
+	// 12*max(RTO, StallTimeout) + 2*StallTimeout = 28ms. A peer that comes
+	// back after a longer outage to a connection this end finished gets a
+	// RESET (as TCP's does after TIME_WAIT). The table
 	// holds MaxTimeWait entries: beyond MaxTimeWait/TimeWait connections per
 	// second entries are evicted early (Stats.TimeWaitEvicted).
 	TimeWait time.Duration
@@ -121,21 +135,24 @@ type Config struct {
 }
 
 const (
-	defaultMTU        = 1500
-	defaultIW         = 30
-	defaultRTO        = time.Millisecond
-	defaultPaths      = 8
-	defaultBuffer     = 256 << 10
-	defaultTimeWait   = 10 * time.Millisecond
-	defaultMaxConns   = 1024
-	defaultCtlQueue   = 2048
-	defaultRTORetries = 10
-	defaultMaxRTOMul  = 32          // MaxRTO = 32*RTO
-	maxRTOLimit       = time.Minute // RTO, MaxRTO, StallTimeout
-	maxRTORetries     = 1 << 20
-	maxMTU            = 9216
-	minMTU            = ipOverhead + 64
-	maxWindowPkts     = 1024 // per-direction sequence window (packets in flight)
+	defaultMTU         = 1500
+	defaultIW          = 30
+	defaultRTO         = time.Millisecond
+	defaultPaths       = 8
+	defaultBuffer      = 256 << 10
+	defaultTimeWait    = 10 * time.Millisecond
+	defaultMaxConns    = 1024
+	defaultCtlQueue    = 2048
+	defaultUserTimeout = 30 * time.Second
+	defaultMaxProbe    = 250 * time.Millisecond
+	minProbeAfter      = Time(time.Second)
+	maxUserTimeout     = time.Hour
+	timeWaitRounds     = 12
+	defaultMaxRTOMul   = 32          // MaxRTO = 32*RTO
+	maxRTOLimit        = time.Minute // RTO, MaxRTO, StallTimeout
+	maxMTU             = 9216
+	minMTU             = ipOverhead + 64
+	maxWindowPkts      = 1024 // per-direction sequence window (packets in flight)
 )
 
 func (c *Config) populate() {
@@ -157,8 +174,11 @@ func (c *Config) populate() {
 	if c.StallTimeout == 0 {
 		c.StallTimeout = 2 * c.RTO
 	}
-	if c.MaxRTORetries == 0 {
-		c.MaxRTORetries = defaultRTORetries
+	if c.UserTimeout == 0 {
+		c.UserTimeout = defaultUserTimeout
+	}
+	if c.MaxProbeInterval == 0 {
+		c.MaxProbeInterval = min(defaultMaxProbe, c.UserTimeout)
 	}
 	if c.Paths == 0 {
 		c.Paths = defaultPaths
@@ -169,7 +189,7 @@ func (c *Config) populate() {
 	if c.SendBuffer == 0 {
 		c.SendBuffer = defaultBuffer
 	}
-	if c.TimeWait == 0 && c.MaxRTORetries <= maxRTORetries && c.RTO <= maxRTOLimit && c.MaxRTO <= maxRTOLimit && c.StallTimeout <= maxRTOLimit {
+	if c.TimeWait == 0 && c.RTO <= maxRTOLimit && c.MaxRTO <= maxRTOLimit && c.StallTimeout <= maxRTOLimit {
 		c.TimeWait = max(defaultTimeWait, c.retrySpan()+2*c.StallTimeout)
 	}
 	if c.MaxConns == 0 {
@@ -205,8 +225,10 @@ func (c *Config) validate() error {
 		return bad("Commodity: DSCP above 63 or more than 4 TrimDSCPs")
 	case c.RTO > maxRTOLimit || c.MaxRTO > maxRTOLimit || c.StallTimeout > maxRTOLimit:
 		return bad("RTO %v, MaxRTO %v or StallTimeout %v above %v", c.RTO, c.MaxRTO, c.StallTimeout, maxRTOLimit)
-	case c.MaxRTORetries < 1 || c.MaxRTORetries > maxRTORetries:
-		return bad("MaxRTORetries %d outside [1, 1<<20]", c.MaxRTORetries)
+	case c.UserTimeout < time.Millisecond || c.UserTimeout > maxUserTimeout:
+		return bad("UserTimeout %v outside [1ms, %v]", c.UserTimeout, maxUserTimeout)
+	case c.MaxProbeInterval < time.Millisecond || c.MaxProbeInterval > c.UserTimeout:
+		return bad("MaxProbeInterval %v outside [1ms, UserTimeout %v]", c.MaxProbeInterval, c.UserTimeout)
 	case c.Paths < 1 || c.Paths > 256:
 		return bad("Paths %d outside [1, 256]", c.Paths)
 	case c.RecvBuffer < 2*MaxPayload(c.MTU):
@@ -225,15 +247,15 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// retrySpan bounds how long a connection keeps retrying without any feedback
-// before it fails with ErrTimeout (MaxRTORetries+1 timeout rounds, each at
-// most one RTO or stall interval after the previous, plus the first).
+// retrySpan is about a dozen of a peer's longest retransmission rounds (RTO
+// or stall interval after backoff): how long time-wait waits for a peer's
+// retransmissions through ordinary loss.
 func (c *Config) retrySpan() time.Duration {
 	rto := c.MaxRTO
 	if c.FixedRTO {
 		rto = c.RTO
 	}
-	return time.Duration(c.MaxRTORetries+2) * max(rto, c.StallTimeout)
+	return timeWaitRounds * max(rto, c.StallTimeout)
 }
 
 // DialOptions are per-connection options given to Dial.

@@ -32,6 +32,12 @@ type conn struct {
 	heapIdx                    int32
 	timerAt                    Time
 
+	// silence (silence.go)
+	quietSince Time  // last frame heard from the peer, or last went from idle to waiting
+	probeAt    Time  // next keepalive while probing
+	probing    bool  // silent for probeAfter: keepalives instead of resends
+	probes     uint8 // keepalives sent in this silence
+
 	// coalesced events
 	evReadable, evWritable bool
 	pullsPending           int    // pulls not yet handed to the host

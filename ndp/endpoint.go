@@ -241,6 +241,7 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	c.prio, c.flowSize, c.deadline, c.paced = opts.Priority, opts.Size, opts.Deadline, opts.Paced
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
+	c.quietSince = now
 	e.seedRTT(c, now)
 	e.table.put(c.key, c.idx)
 	c.inTable = true
@@ -282,8 +283,12 @@ func (e *Endpoint) Write(h Handle, p []byte, now Time) (int, error) {
 	if c.snd.finQueued {
 		return 0, ErrClosed
 	}
+	idle := !e.waiting(c)
 	n := c.snd.write(p)
 	if n > 0 {
+		if idle { // the time spent idle is no silence (silence.go)
+			c.quietSince = now
+		}
 		e.dataQueued(c, now)
 	}
 	if n < len(p) {
@@ -306,6 +311,9 @@ func (e *Endpoint) CloseWrite(h Handle, now Time) error {
 		return nil
 	}
 	if !c.snd.finQueued {
+		if !e.waiting(c) {
+			c.quietSince = now
+		}
 		c.snd.finQueued = true
 		e.dataQueued(c, now)
 	}
@@ -397,6 +405,9 @@ func (e *Endpoint) Release(h Handle) {
 		e.closeConn(c, ErrClosed, e.now, true, ResetAbort)
 	default:
 		if !c.snd.finQueued {
+			if !e.waiting(c) {
+				c.quietSince = e.now
+			}
 			c.snd.finQueued = true
 			e.dataQueued(c, e.now)
 		}

@@ -37,7 +37,8 @@ var (
 	// ErrDeadlineUnmeetable: the connection's D3 deadline cannot be met;
 	// raised by Quench at either end and propagated to the peer.
 	ErrDeadlineUnmeetable = errors.New("ndp: deadline unmeetable")
-	// ErrTimeout: the peer stopped answering (too many consecutive RTOs).
+	// ErrTimeout: the connection heard nothing from its peer for
+	// Config.UserTimeout while it expected something (see silence.go).
 	ErrTimeout = errors.New("ndp: connection timed out")
 	// ErrMessageTooLarge: the peer's message server refused the message
 	// this connection sent: it is over the server's size limit (RESET

@@ -30,10 +30,26 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 		return e.handleNoConn(f, key, now)
 	}
 	c := e.conns[idx]
+	e.heard(c, now)
+	if h.Flags&FlagProbe != 0 {
+		e.handleProbe(c, h, now)
+	} else {
+		e.dispatch(c, f, now)
+	}
+	if c.timerAt == 0 && !c.closed {
+		// a receiver's silence timer (silence.go): senders arm theirs
+		e.rearm(c)
+	}
+	return nil
+}
+
+// dispatch handles a frame of connection c by type.
+func (e *Endpoint) dispatch(c *conn, f *Frame, now Time) {
+	h := &f.Header
 	switch h.Type {
 	case TypeData:
 		if h.Flags&FlagAck != 0 && !e.carriedAck(c, h, now) {
-			return nil
+			return
 		}
 		e.rcvData(c, f, now)
 	case TypeAck:
@@ -49,7 +65,18 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 		e.stats.ResetsIn++
 		e.closeConn(c, h.Code.Err(), now, false, h.Code)
 	}
-	return nil
+}
+
+// handleProbe: a keepalive (PULL with FlagProbe: a re-PULL with the peer's
+// current pull counter, answered with an ACK with FlagProbe) or its answer
+// (heard already). See silence.go.
+func (e *Endpoint) handleProbe(c *conn, h *Header, now Time) {
+	if h.Type != TypePull || c.closed {
+		return
+	}
+	e.stats.PullsIn++
+	e.queueProbeCtl(c, TypeAck, 0)
+	e.sndPull(c, h, now)
 }
 
 // handleNoConn answers frames for connections not in the table:
@@ -112,6 +139,7 @@ func (e *Endpoint) accept(f *Frame, key connKey, now Time) error {
 	c.paced = h.Flags&FlagPaced != 0
 	c.snd.start(uint32(e.rng.next()), e.cfg.IW)
 	c.snd.lastActivity = now
+	c.quietSince = now
 	e.seedRTT(c, now)
 	c.rcv.sync(h.Seq - uint32(h.SynOffset))
 	e.table.put(key, c.idx)
@@ -119,6 +147,9 @@ func (e *Endpoint) accept(f *Frame, key connKey, now Time) error {
 	e.stats.ConnsOpened++
 	e.events.push(evEntry{kind: EventAccepted, idx: c.idx, gen: c.gen})
 	e.rcvData(c, f, now)
+	if c.timerAt == 0 && !c.closed {
+		e.rearm(c)
+	}
 	return nil
 }
 
@@ -143,6 +174,7 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		e.queueCtl(c, TypeAck, h.Seq, 0, h.PathID, 0)
 		return
 	}
+	r.noteSeq(h.Seq, h.Flags)
 	if trimmed {
 		e.stats.TrimmedIn++
 		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)

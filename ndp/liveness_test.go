@@ -128,11 +128,7 @@ type livenessTotals struct {
 
 func runLiveness(t testing.TB, p livenessParams, tot *livenessTotals) {
 	t.Helper()
-	// MaxRTORetries 50: a burst of loss on a sparse flow (the Gilbert-Elliott
-	// state changes per frame) can silence a connection for 10 rounds, and
-	// giving up then is the rule working (TestTimeoutCountsRoundsNotTimerCalls),
-	// not a stall.
-	cfg := Config{MTU: p.mtu, IW: p.iw, Paths: p.paths, FixedRTO: p.fixedRTO, MaxRTORetries: 50, CoalesceControl: p.coalesce,
+	cfg := Config{MTU: p.mtu, IW: p.iw, Paths: p.paths, FixedRTO: p.fixedRTO, CoalesceControl: p.coalesce,
 		RecvBuffer: p.recvPkts * MaxPayload(p.mtu), SendBuffer: p.sendPkts * MaxPayload(p.mtu)}
 	n := newTestNet(t, p.seed, cfg, cfg)
 	r := rand.New(rand.NewPCG(p.seed, 0xa99))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 )
 
 // dialWrite: A dials B:80 (listening) and writes n bytes.
@@ -253,10 +254,10 @@ func TestRTORetransmitOnOtherPath(t *testing.T) {
 }
 
 func TestTimeoutWhenPeerSilent(t *testing.T) {
-	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	a, b := mkEP(t, ipA, func(c *Config) { c.UserTimeout = time.Second }), mkEP(t, ipB, nil)
 	h, _ := dialWrite(t, a, b, 10, DialOptions{})
 	now := Time(0)
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 1000 && a.Stats().UserTimeouts == 0; i++ {
 		poll(t, a, now, true) // everything is lost
 		at, ok := a.NextTimer()
 		if !ok {
@@ -272,8 +273,14 @@ func TestTimeoutWhenPeerSilent(t *testing.T) {
 	if _, err := a.Write(h, []byte("x"), now); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("write after timeout: %v", err)
 	}
-	if st := a.Stats(); st.RTOFires != uint64(a.cfg.MaxRTORetries+1) {
-		t.Fatalf("RTO fires %d", st.RTOFires)
+	// silent from the dial at 0: the user timeout counts from there
+	if now != Time(time.Second) {
+		t.Fatalf("gave up at %v, want the user timeout 1s", time.Duration(now))
+	}
+	// RTO rounds until probing starts (half the user timeout), then
+	// keepalives every 250ms: a handful of frames, not a window every RTO
+	if st := a.Stats(); st.RTOFires > 20 || st.SilenceProbes < 2 || st.SilenceProbes > 6 || st.UserTimeouts != 1 {
+		t.Fatalf("RTO fires %d, keepalives %d, user timeouts %d", st.RTOFires, st.SilenceProbes, st.UserTimeouts)
 	}
 }
 

@@ -36,7 +36,13 @@ type receiver struct {
 	finOff   uint64
 
 	pullCounter uint32 // last pull counter sent
-	owedPulls   int
+
+	// the newest packet received (highest seq), and whether it carried LAST:
+	// mid-stream unless it did and nothing before it is missing (waiting)
+	hiSeq     uint32
+	hiLast    bool
+	hiSet     bool
+	owedPulls int
 }
 
 type byteRange struct{ start, end uint64 }
@@ -68,6 +74,13 @@ func setBit(m *[maxWindowPkts / 64]uint64, seq uint32, v bool) {
 		m[i/64] |= 1 << (i % 64)
 	} else {
 		m[i/64] &^= 1 << (i % 64)
+	}
+}
+
+// noteSeq records that (possibly trimmed) DATA seq with flags arrived new.
+func (r *receiver) noteSeq(seq uint32, flags Flags) {
+	if !r.hiSet || int32(seq-r.hiSeq) >= 0 {
+		r.hiSeq, r.hiLast, r.hiSet = seq, flags&FlagLast != 0, true
 	}
 }
 

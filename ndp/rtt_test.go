@@ -267,7 +267,7 @@ func TestRTTKarn(t *testing.T) {
 // Backoff: each silent timeout round doubles the RTO up to MaxRTO; feedback that
 // gives no sample (a NACK) keeps it doubled (Karn), a valid sample undoes it.
 func TestRTOBackoff(t *testing.T) {
-	a, b := mkEP(t, ipA, func(c *Config) { c.MaxRTORetries = 20 }), mkEP(t, ipB, nil)
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
 	h, _ := dialWrite(t, a, b, 10, DialOptions{})
 	first := poll(t, a, 0, true)
 	want := []time.Duration{1, 2, 4, 8, 16, 32, 32, 32} // ms, MaxRTO = 32ms
@@ -326,7 +326,7 @@ func TestRTOBackoff(t *testing.T) {
 
 // FixedRTO: the paper's constant RTO, no backoff; samples are still taken.
 func TestFixedRTO(t *testing.T) {
-	a, b := mkEP(t, ipA, func(c *Config) { c.FixedRTO = true; c.MaxRTORetries = 20 }), mkEP(t, ipB, nil)
+	a, b := mkEP(t, ipA, func(c *Config) { c.FixedRTO = true }), mkEP(t, ipB, nil)
 	h, _ := dialWrite(t, a, b, 10, DialOptions{})
 	poll(t, a, 0, true)
 	now := Time(0)
@@ -517,7 +517,8 @@ func TestConfigRTOValidation(t *testing.T) {
 		{"negative MaxRTO", func(c *Config) { c.MaxRTO = -1 }, false, nil},
 		{"MaxRTO above a minute", func(c *Config) { c.MaxRTO = 2 * time.Minute }, false, nil},
 		{"RTO above a minute", func(c *Config) { c.RTO = 2 * time.Minute }, false, nil},
-		{"retries above 1<<20", func(c *Config) { c.MaxRTORetries = 1<<20 + 1 }, false, nil},
+		{"user timeout above an hour", func(c *Config) { c.UserTimeout = time.Hour + 1 }, false, nil},
+		{"probe interval above the user timeout", func(c *Config) { c.UserTimeout = time.Second; c.MaxProbeInterval = 2 * time.Second }, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{LocalIP: ipA}
@@ -593,7 +594,7 @@ func TestRTTKarnByPath(t *testing.T) {
 		{"three copies, the first", 8, true, false, 2, 5 * ms, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := mkEP(t, ipA, func(c *Config) { c.Paths = tc.paths; c.MaxRTORetries = 20 })
+			a := mkEP(t, ipA, func(c *Config) { c.Paths = tc.paths })
 			b := mkEP(t, ipB, func(c *Config) { c.Paths = tc.paths })
 			h, _ := dialWrite(t, a, b, 10, DialOptions{})
 			first := poll(t, a, 0, true)

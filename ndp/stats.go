@@ -20,6 +20,9 @@ type Stats struct {
 	Retransmits         uint64 // DATA retransmissions (any cause)
 	RTOFires            uint64 // packets declared lost by the RTO
 	StallProbes         uint64 // unsolicited probes after StallTimeout
+	SilenceProbes       uint64 // keepalives sent by connections silent for a while (silence.go)
+	SilenceResumes      uint64 // probing connections that heard from their peer again
+	UserTimeouts        uint64 // connections failed with ErrTimeout: silent for Config.UserTimeout
 	DuplicatesIn        uint64 // DATA already received (re-ACKed)
 	NoBufferNacks       uint64 // DATA NACKed because the receive buffer was full
 	Malformed           uint64 // frames rejected by ParseFrame

@@ -11,7 +11,8 @@ func (e *Endpoint) NextTimer() (Time, bool) {
 	return t, ok
 }
 
-// HandleTimers runs RTO, stall-probe and time-wait expiry due at now.
+// HandleTimers runs RTO, stall-probe, silence (keepalive, user timeout) and
+// time-wait expiry due at now.
 func (e *Endpoint) HandleTimers(now Time) {
 	e.now = max(e.now, now)
 	e.tw.expire(now)
@@ -25,6 +26,9 @@ func (e *Endpoint) HandleTimers(now Time) {
 }
 
 func (e *Endpoint) connTimer(c *conn, now Time) {
+	if e.silenceTimer(c, now) {
+		return
+	}
 	s := &c.snd
 	rto := e.rto(c)
 	if s.rtoAt != 0 && now >= s.rtoAt {
@@ -38,8 +42,12 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			if d.sentAt+rto <= now {
 				d.rtoLost = true
 				s.queueRtx(seq)
-				s.markUrgent(seq)
-				c.paths.loss(d.path)
+				if !c.probing {
+					// probing: the packet waits for a PULL; the silence
+					// is no path's fault
+					s.markUrgent(seq)
+					c.paths.loss(d.path)
+				}
 				lost++
 			} else if earliest < 0 || d.sentAt < earliest {
 				earliest = d.sentAt
@@ -51,21 +59,17 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		}
 		if lost > 0 {
 			e.stats.RTOFires += uint64(lost)
-			if e.timeoutRound(c, now) {
-				return
-			}
+			e.timeoutRound(c, now)
 		}
 	}
-	if e.stalled(c) && now >= s.lastActivity+e.stallTimeout(c) {
+	if !c.probing && e.stalled(c) && now >= s.lastActivity+e.stallTimeout(c) {
 		// Work queued, no credit, no word from the peer: probe. A queued
 		// retransmission is probed with a header-only copy (the peer
 		// pulls it if it lacks it, re-ACKs it if it has it); new data
 		// blocked by lost PULLs goes out as one unsolicited packet.
 		if seq, ok := s.peekRtx(); ok {
 			e.queueProbe(c, seq, now)
-			if e.timeoutRound(c, now) {
-				return
-			}
+			e.timeoutRound(c, now)
 		} else {
 			s.pushCredit++
 		}
@@ -76,16 +80,16 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 	e.rearm(c)
 }
 
-// timeoutRound counts one more round of timeouts without word from the peer and
-// closes c with ErrTimeout past MaxRTORetries; it reports whether it closed c. A
-// round is at most one per current RTO: a window of packets sent microseconds apart
-// expires over many timer calls, and those are one silent RTO of the peer, not many.
-// Each round doubles c's RTO and stall interval (backoff, undone by the next valid
-// RTT sample) unless FixedRTO.
-func (e *Endpoint) timeoutRound(c *conn, now Time) bool {
+// timeoutRound counts one more round of timeouts without word from the peer:
+// it doubles c's RTO and stall interval (backoff, undone by the next valid RTT
+// sample) unless FixedRTO. A round is at most one per current RTO: a window of
+// packets sent microseconds apart expires over many timer calls, and those are
+// one silent RTO of the peer, not many. Giving up is not counted in rounds but
+// in time: Config.UserTimeout (silence.go).
+func (e *Endpoint) timeoutRound(c *conn, now Time) {
 	s := &c.snd
 	if s.rtoStreak > 0 && now < s.roundAt+e.rto(c) {
-		return false
+		return
 	}
 	s.rtoStreak++
 	s.roundAt = now
@@ -93,11 +97,6 @@ func (e *Endpoint) timeoutRound(c *conn, now Time) bool {
 		s.rtt.backoff++
 		e.stats.RTOBackoffs++
 	}
-	if s.rtoStreak > e.cfg.MaxRTORetries {
-		e.closeConn(c, ErrTimeout, now, true, ResetTimeout)
-		return true
-	}
-	return false
 }
 
 // stalled: the sender has something to send but no credit to send it with.
@@ -110,11 +109,14 @@ func (e *Endpoint) stalled(c *conn) bool {
 func (e *Endpoint) rearm(c *conn) {
 	s := &c.snd
 	t := s.rtoAt
-	if e.stalled(c) {
+	if !c.probing && e.stalled(c) {
 		st := s.lastActivity + e.stallTimeout(c)
 		if t == 0 || st < t {
 			t = st
 		}
+	}
+	if st := e.silenceDeadline(c); st != 0 && (t == 0 || st < t) {
+		t = st
 	}
 	if c.closed {
 		t = 0

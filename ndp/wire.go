@@ -107,8 +107,9 @@ const (
 	FlagAckMore  Flags = 1 << 8  // ACK: Offset is a bitmap, bit i acknowledging Seq+1+i too (Config.CoalesceControl)
 	FlagPull     Flags = 1 << 9  // ACK: also a PULL, PullCounter is valid (Config.CoalesceControl)
 	FlagAck      Flags = 1 << 10 // DATA: also acknowledges the peer's packet PullCounter (Config.CoalesceControl)
+	FlagProbe    Flags = 1 << 11 // PULL: keepalive of a silent connection, answered by an ACK with FlagProbe (or RESET)
 
-	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled | FlagAckMore | FlagPull | FlagAck
+	knownFlags = FlagSYN | FlagLast | FlagFIN | FlagTrimmed | FlagBounced | FlagPriority | FlagPaced | FlagPulled | FlagAckMore | FlagPull | FlagAck | FlagProbe
 )
 
 // ResetCode says why a RESET was sent.

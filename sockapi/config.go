@@ -76,6 +76,12 @@ type Config struct {
 	CommodityTrim CommodityTrim
 	// RTO is the retransmission timeout for real loss. Zero means 1ms.
 	RTO time.Duration
+	// UserTimeout is how long a connection that expects something from its
+	// peer (unacknowledged data, a stream it is in the middle of receiving)
+	// may hear nothing from it before Read and Write fail with ErrTimeout
+	// (ndp.Config.UserTimeout): it rides out link outages shorter than
+	// this. Zero means 30s. Range [1ms, 1h].
+	UserTimeout time.Duration
 	// MaxConns bounds open connections. Zero means 4096.
 	MaxConns int
 	// RecvBuffer and SendBuffer are per-connection buffer sizes in bytes.
@@ -143,7 +149,8 @@ func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Con
 		Link: link,
 		Endpoint: ndp.Config{
 			LocalIP: c.Address.As4(), UDPPort: c.UDPPort, MTU: c.MTU, IW: c.IW, RTO: c.RTO, Commodity: c.CommodityTrim,
-			MaxConns: maxConns, RecvBuffer: c.RecvBuffer, SendBuffer: c.SendBuffer,
+			UserTimeout: c.UserTimeout,
+			MaxConns:    maxConns, RecvBuffer: c.RecvBuffer, SendBuffer: c.SendBuffer,
 			Seed: uint64(time.Now().UnixNano()),
 		},
 		Resolver:     res,

@@ -22,8 +22,8 @@ var (
 	// deadline (WithDeadline) cannot be met; both ends get it at once
 	// instead of a late answer.
 	ErrDeadlineUnmeetable = ndp.ErrDeadlineUnmeetable
-	// ErrTimeout: the peer stopped answering (repeated retransmission
-	// timeouts).
+	// ErrTimeout: the connection expected something from its peer and heard
+	// nothing from it for Config.UserTimeout (the peer or the path is gone).
 	ErrTimeout = ndp.ErrTimeout
 	// ErrNoRoute: the peer's IPv4 address could not be resolved to a MAC
 	// address (no ARP answer).

@@ -50,6 +50,10 @@ type Config struct {
 	TrimDSCPs   []uint8 `json:"trim_dscps"`
 	DataDSCP    uint8   `json:"data_dscp"`
 	ControlDSCP uint8   `json:"control_dscp"`
+	// UserTimeout is how long a connection that expects something from its
+	// peer may hear nothing from it before it fails (ndp.Config.UserTimeout),
+	// [1ms, 1h]. Default 30s.
+	UserTimeout Duration `json:"user_timeout"`
 	// Policy is the pull queue's scheduling: "fair" (default), "priority"
 	// (strict classes) or "deadline" (D3 rate allocation, EDF).
 	Policy string `json:"policy"`
@@ -263,6 +267,9 @@ func (c *Config) populate() {
 	if c.IW == 0 {
 		c.IW = 30
 	}
+	if c.UserTimeout == 0 {
+		c.UserTimeout = Duration(30 * time.Second)
+	}
 	if c.Policy == "" {
 		c.Policy = "fair"
 	}
@@ -358,6 +365,9 @@ func (c *Config) validate() error {
 	}
 	if c.Poll != "adaptive" && c.Poll != "busy" {
 		bad("poll: %q: want adaptive or busy", c.Poll)
+	}
+	if ut := time.Duration(c.UserTimeout); ut < time.Millisecond || ut > time.Hour {
+		bad("user_timeout: %v outside [1ms, 1h]", ut)
 	}
 	if cpu := *c.PacerCPU; cpu < -1 || cpu >= runtime.NumCPU() {
 		bad("pacer_cpu: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())

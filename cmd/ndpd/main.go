@@ -131,6 +131,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.Var(&f.LinkRate, "link-rate", "link rate, e.g. 10G (pull pacing)")
 	fs.Float64Var(&f.Gamma, "gamma", 0, "HULL headroom factor in (0,1] (default 1)")
 	fs.IntVar(&f.IW, "iw", 0, "initial window in packets (default 30)")
+	fs.Var(&f.UserTimeout, "user-timeout", "how long a connection waiting on a silent peer lives before it fails (default 30s)")
 	fs.StringVar(&f.Policy, "policy", "", "pull scheduling: fair, priority, deadline")
 	fs.IntVar(&pacer, "pacer-cpu", -1, "pin the core loop (which releases PULLs) to this CPU; -1 = unpinned")
 	fs.StringVar(&f.Bind, "bind", "", "AF_XDP bind mode: auto, copy, zerocopy")
@@ -186,6 +187,8 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.Gamma = f.Gamma
 		case "iw":
 			c.IW = f.IW
+		case "user-timeout":
+			c.UserTimeout = f.UserTimeout
 		case "policy":
 			c.Policy = f.Policy
 		case "pacer-cpu":

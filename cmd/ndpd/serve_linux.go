@@ -131,7 +131,7 @@ func serve(c *Config, logOut io.Writer) error {
 		Interface: c.Interface, Queue: c.Queues[0], UDPPort: c.NDPPort,
 		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
 	}, engine.Config{
-		Endpoint: ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW,
+		Endpoint: ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW, UserTimeout: time.Duration(c.UserTimeout),
 			Commodity: ndp.CommodityTrim{DataDSCP: c.DataDSCP, ControlDSCP: c.ControlDSCP, TrimDSCPs: c.TrimDSCPs}},
 		LinkRate: int64(c.LinkRate),
 		Gamma:    c.Gamma,

@@ -124,16 +124,6 @@ func (c *Config) populate() {
 			c.Endpoint.MTU = c.Link.FrameCap() - 14
 		}
 	}
-	if c.Endpoint.MaxRTORetries == 0 {
-		// A userspace stack on shared cores can go unpolled for tens of
-		// milliseconds (Go scheduler preemption, a busy peer). The RTO
-		// backs off (doubling up to MaxRTO, 32 ms by default), so 24
-		// silent rounds give up after about 0.65 s (1+2+...+32 ms, then
-		// 32 ms rounds). With backoff, 500 rounds would take 16 s (and
-		// stretch time-wait to match); 16 rounds (0.39 s) let loaded
-		// -race runs time out now and then.
-		c.Endpoint.MaxRTORetries = 24
-	}
 	if !c.SeparateControl {
 		c.Endpoint.CoalesceControl = true
 	}
