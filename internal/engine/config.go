@@ -66,18 +66,23 @@ type Config struct {
 	EdgeRate int64
 	// PullBurst is the most PULLs the pull queue releases back to back
 	// when it is polled late (pullpacer.QueueConfig.MaxBurst). Zero means
-	// 8. The pacer spaces PULLs a data packet's wire time apart (1.2 µs
+	// 16. The pacer spaces PULLs a data packet's wire time apart (1.2 µs
 	// at 10 Gb/s and MTU 1500), but a software poll comes back only every
-	// few µs, more while it handles a receive batch: with 2 (the pull
-	// queue's own default), slots missed meanwhile were lost and the pull
-	// rate fell to about one in five slots. 8 covers a poll that runs
-	// ~10 µs late at 10 Gb/s; more would let PULLs bunch into bursts
-	// that overflow an 8-packet switch queue.
+	// few µs, more while it handles a receive batch: slots missed beyond
+	// PullBurst are lost. With 2 (the pull queue's own default) the pull
+	// rate fell to about one slot in five; with 8 a receiver that is the
+	// bottleneck (its CPU) was held to 8 packets per poll cycle, each cycle
+	// paying a poll, a PULL kick and a Read of its own. 16 covers a poll
+	// ~20 µs late at 10 Gb/s. The burst is spread round robin over the
+	// senders being pulled, so only a stall's catch-up with four or more
+	// of them can exceed an 8-packet switch queue (the excess is trimmed,
+	// NACKed and pulled again); on-time releases are PullBatch.
 	PullBurst int
 	// PullBatch is how many pull slots one release covers: a poll that
 	// finds a PULL due releases it with those of the next PullBatch-1
 	// slots (at most PullBatch PULLs, one transmit kick; Stack.pullHorizon).
-	// Zero means PullBurst; 1 releases each PULL at its own slot; at most
+	// Zero means 8 (at most PullBurst): within the paper's 8-packet
+	// switch queue. 1 releases each PULL at its own slot; at most
 	// PullBurst.
 	PullBatch int
 	// Batch is the most frames received or transmitted per Poll. Zero
@@ -143,10 +148,10 @@ func (c *Config) populate() {
 		c.Batch = 64
 	}
 	if c.PullBurst == 0 {
-		c.PullBurst = 8
+		c.PullBurst = 16
 	}
 	if c.PullBatch == 0 {
-		c.PullBatch = c.PullBurst
+		c.PullBatch = min(8, c.PullBurst)
 	}
 	if c.Spin == 0 {
 		c.Spin = 50 * time.Microsecond
