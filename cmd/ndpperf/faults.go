@@ -295,7 +295,7 @@ func (e *faultEnv) setLink(up bool) error {
 	if up {
 		state = "up"
 	}
-	if _, err := e.pair.A.Run("ip", "link", "set", "dev", e.pair.Veth.A.Name, state); err != nil {
+	if _, err := e.pair.A.Run("link", "set", "dev", e.pair.Veth.A.Name, state); err != nil {
 		return fmt.Errorf("link %s: %w", state, err)
 	}
 	return nil
