@@ -51,14 +51,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	if w.start == 0 {
 		w.start = now
 	}
-	// One adaptive spinner per stack: a goroutine that would start
-	// spinning while another already polls the stack blocks on its
-	// channel instead, and that poller's batches wake it. Several
-	// spinners only contend for the stack lock and, with more goroutines
-	// than cores (an incast client's calls), take turns through the Go
-	// scheduler while the one that has work waits for a CPU.
-	second := s.cfg.Mode == PollAdaptive && !s.cfg.NoBackground && !w.spinning && s.spinners.Load() > 0
-	if !second && (s.cfg.Mode == PollBusy || now-w.start < ndp.Time(s.spin.Load())) {
+	if s.cfg.Mode == PollBusy || now-w.start < ndp.Time(s.spin.Load()) {
 		if !w.spinning {
 			w.spinning = true
 			s.spinners.Add(1)
@@ -83,7 +76,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	// wakeup preference over spinners. Only one goroutine sleeps on the
 	// link at a time (linkWaiter); the rest block on their channel while
 	// the link sleeper (or the background poller) polls for them.
-	if !second && s.linkWaiter.CompareAndSwap(false, true) {
+	if s.linkWaiter.CompareAndSwap(false, true) {
 		// This goroutine stays the stack's poller while it sleeps (it
 		// keeps its spinner count, so the background poller stays out of
 		// the way and cannot consume the frames meant to wake it).
