@@ -68,14 +68,14 @@ func TestGoldenResults(t *testing.T) {
 		want  string
 		build func(t *testing.T) (*Network, []*Flow)
 	}{
-		{"star incast 7x300KB", "6f631f0b2f301f5f2b77f87a", func(t *testing.T) (*Network, []*Flow) {
+		{"star incast 7x300KB", "4775da4705c779206447cad5", func(t *testing.T) (*Network, []*Flow) {
 			st, err := NewStar(withHosts(paperStar(9000), 8))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3, 4, 5, 6, 7}, 0, 300_000)
 		}},
-		{"star incast 40x135KB bounces", "869eec68a875f71b0549eedc", func(t *testing.T) (*Network, []*Flow) {
+		{"star incast 40x135KB bounces", "7107c57d3a2e6787fc16cb8c", func(t *testing.T) (*Network, []*Flow) {
 			cfg := paperStar(9000)
 			cfg.Fabric.HeaderQueueBytes = 2000
 			st, err := NewStar(withHosts(cfg, 41))
@@ -88,7 +88,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows(src, 0, 135_000)
 		}},
-		{"star faulty transfer 1500", "b50603b047a4c8299cdc4a07", func(t *testing.T) (*Network, []*Flow) {
+		{"star faulty transfer 1500", "552c1cda8646b94272f941ea", func(t *testing.T) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Endpoint.RTO = 200 * time.Microsecond
 			cfg.Faults = Faults{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
@@ -98,7 +98,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1}, 0, 1_000_000)
 		}},
-		{"star hull gamma 0.9 phantom", "50214ca35a2bd8566845af70", func(t *testing.T) (*Network, []*Flow) {
+		{"star hull gamma 0.9 phantom", "58bded2716c4d16760145cec", func(t *testing.T) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Gamma: 0.9}
 			cfg.Fabric.PhantomRate = 0.9 * cfg.LinkRate
@@ -108,7 +108,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3}, 0, 500_000)
 		}},
-		{"star d3 deadlines", "d5ac73ab8b5a2fad9d59c3fe", func(t *testing.T) (*Network, []*Flow) {
+		{"star d3 deadlines", "06cbdf1e96205ce2bd5271c8", func(t *testing.T) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}
 			st, err := NewStar(withHosts(cfg, 9))
@@ -122,16 +122,16 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, flows
 		}},
-		{"fattree k4 permutation path", "47c400c655c9ffb21d64f15d", func(t *testing.T) (*Network, []*Flow) {
+		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath)
 		}},
-		{"fattree k4 permutation hash", "35adf1ec7ca274c1c0263821", func(t *testing.T) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "ea6f1c194b06c3a40b928297", func(t *testing.T) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash)
 		}},
-		{"fattree k4 permutation random", "cdefc748e0813d4740828346", func(t *testing.T) (*Network, []*Flow) {
+		{"fattree k4 permutation random", "542366cd17335697d35a70f1", func(t *testing.T) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPRandom)
 		}},
-		{"fattree k4 incast 15x135KB", "dfd4555b93266cb5a97a5ad4", func(t *testing.T) (*Network, []*Flow) {
+		{"fattree k4 incast 15x135KB", "a5ea695399d76c6b49e3ab01", func(t *testing.T) (*Network, []*Flow) {
 			c, err := NewClos(fatTree(4, ECMPHash))
 			if err != nil {
 				t.Fatal(err)
