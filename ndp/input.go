@@ -76,7 +76,12 @@ func (e *Endpoint) handleProbe(c *conn, h *Header, now Time) {
 	}
 	e.stats.PullsIn++
 	e.queueProbeCtl(c, TypeAck, 0)
+	// A keepalive proves the peer alive, not that its receiver has our
+	// stream: a dialer probes before it has heard a byte of the response,
+	// so our first packets keep SYN until a real ACK, NACK or PULL.
+	est := c.snd.established
 	e.sndPull(c, h, now)
+	c.snd.established = est
 }
 
 // handleNoConn answers frames for connections not in the table:

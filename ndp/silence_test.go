@@ -278,3 +278,32 @@ func TestNothingExpectedNoTimer(t *testing.T) {
 		t.Fatalf("closed: %v", o.hosts[0].closed)
 	}
 }
+
+// A keepalive from a peer whose receiver has not synced yet (a dialer whose
+// request's ACKs were all lost: it probes before it has heard a byte of the
+// response) proves the peer alive, not that it has state for our stream: the
+// response's first packets must still carry SYN, or the dialer drops them as
+// out of window forever while each side keeps answering the other's
+// keepalives (a livelock no user timeout ends).
+func TestKeepaliveBeforeResponseKeepsSYN(t *testing.T) {
+	o := newOutageNet(t, 100, Config{}, Config{})
+	down1 := true // frames from the server are lost
+	o.middle = func(from, _ int, b []byte) ([]byte, bool) { return b, !(down1 && from == 1) }
+	o.writeAll(0, o.h, o.data, true)
+	// the server reads the request; the dialer hears nothing and probes
+	if !o.runUntil(Time(5*time.Second), func() bool {
+		return o.received() == len(o.data) && o.hosts[1].ep.Stats().PullsIn > 0 && o.hosts[0].ep.Stats().SilenceProbes > 0
+	}) {
+		t.Fatalf("request not read or no keepalive: %v", o)
+	}
+	srv := o.hosts[1].accepted[0]
+	o.writeAll(1, srv, pattern(9, 100), true)
+	down1 = false
+	got := func() []byte { return o.hosts[0].got(o.h) }
+	if !o.runUntil(o.now+Time(5*time.Second), func() bool { return len(got()) == 100 }) {
+		t.Fatalf("response not delivered: got %d bytes, client %+v", len(got()), o.hosts[0].ep.Stats())
+	}
+	if !bytes.Equal(got(), pattern(9, 100)) {
+		t.Fatal("response corrupted")
+	}
+}
