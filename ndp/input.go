@@ -79,9 +79,8 @@ func (e *Endpoint) handleProbe(c *conn, h *Header, now Time) {
 	// A keepalive proves the peer alive, not that its receiver has our
 	// stream: a dialer probes before it has heard a byte of the response,
 	// so our first packets keep SYN until a real ACK, NACK or PULL.
-	est := c.snd.established
-	e.sndPull(c, h, now)
-	c.snd.established = est
+	e.alive(c, now)
+	e.pulled(c, h)
 }
 
 // handleNoConn answers frames for connections not in the table:
@@ -236,10 +235,15 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 
 // feedback: any ACK/NACK/PULL proves the peer has state and is alive.
 func (e *Endpoint) feedback(c *conn, now Time) {
-	s := &c.snd
-	s.established = true
-	s.rtoStreak = 0
-	s.lastActivity = now
+	c.snd.established = true
+	e.alive(c, now)
+}
+
+// alive: the peer answered (feedback, or a keepalive, which does not show
+// that the peer's receiver has our stream).
+func (e *Endpoint) alive(c *conn, now Time) {
+	c.snd.rtoStreak = 0
+	c.snd.lastActivity = now
 }
 
 func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
@@ -295,8 +299,13 @@ func (e *Endpoint) sndNack(c *conn, h *Header, now Time) {
 }
 
 func (e *Endpoint) sndPull(c *conn, h *Header, now Time) {
-	s := &c.snd
 	e.feedback(c, now)
+	e.pulled(c, h)
+}
+
+// pulled takes the credit of h's pull counter and schedules c.
+func (e *Endpoint) pulled(c *conn, h *Header) {
+	s := &c.snd
 	if d := int32(h.PullCounter - s.lastPull); d > 0 {
 		s.lastPull = h.PullCounter
 		s.pullCredit = min(s.pullCredit+int(d), maxWindowPkts)
