@@ -303,19 +303,10 @@ func (e *faultEnv) setLink(up bool) error {
 
 // openNDP opens a client stack on A and a server stack on B.
 func (e *faultEnv) openNDP(cfg sockapi.Config) (client, server *sockapi.Stack, err error) {
-	open := func(ns *testbed.Namespace, ifname string) (s *sockapi.Stack, err error) {
-		err = ns.Do(func() error {
-			c := cfg
-			c.Interface = ifname
-			s, err = sockapi.Open(c)
-			return err
-		})
-		return s, err
-	}
-	if client, err = open(e.pair.A, e.pair.Veth.A.Name); err != nil {
+	if client, err = openStack(e.pair.A, e.pair.Veth.A.Name, cfg); err != nil {
 		return nil, nil, err
 	}
-	if server, err = open(e.pair.B, e.pair.Veth.B.Name); err != nil {
+	if server, err = openStack(e.pair.B, e.pair.Veth.B.Name, cfg); err != nil {
 		client.Close()
 		return nil, nil, err
 	}

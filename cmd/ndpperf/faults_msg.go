@@ -407,10 +407,8 @@ func (e *faultEnv) stalledFlood(t string) faultRow {
 		}
 	}()
 	for i := range stacks {
-		if err := hosts[i].ns.Do(func() (err error) {
-			stacks[i], err = sockapi.Open(sockapi.Config{Interface: hosts[i].link.Name})
-			return err
-		}); err != nil {
+		var err error
+		if stacks[i], err = openStack(hosts[i].ns, hosts[i].link.Name, sockapi.Config{}); err != nil {
 			return fail(err)
 		}
 	}

@@ -313,19 +313,16 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		}
 	}()
 	for i, h := range hosts {
-		err := h.ns.Do(func() (err error) {
-			cfg := sockapi.Config{Interface: h.link.Name, LinkRate: o.rate, CommodityTrim: o.commodityTrim()}
-			if o.pcap != "" {
-				name := "incast-client.pcapng"
-				if i > 0 {
-					name = fmt.Sprintf("incast-server%d.pcapng", i)
-				}
-				cfg.CaptureFile = filepath.Join(o.pcap, name)
+		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim()}
+		if o.pcap != "" {
+			name := "incast-client.pcapng"
+			if i > 0 {
+				name = fmt.Sprintf("incast-server%d.pcapng", i)
 			}
-			stacks[i], err = sockapi.Open(cfg)
-			return err
-		})
-		if err != nil {
+			cfg.CaptureFile = filepath.Join(o.pcap, name)
+		}
+		var err error
+		if stacks[i], err = openStack(h.ns, h.link.Name, cfg); err != nil {
 			return out, err
 		}
 	}

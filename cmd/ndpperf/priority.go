@@ -330,12 +330,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
 			return nil, netip.Addr{}, err
 		}
-		var s *sockapi.Stack
-		err = ns.Do(func() (err error) {
-			cfg.Interface = v.A.Name
-			s, err = sockapi.Open(cfg)
-			return err
-		})
+		s, err := openStack(ns, v.A.Name, cfg)
 		if err != nil {
 			return nil, netip.Addr{}, err
 		}

@@ -384,19 +384,15 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	v := pair.Veth
 	r := &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
 		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size), poll: o.poll}
-	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (s *sockapi.Stack, err error) {
-		err = ns.Do(func() error {
-			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
-			if o.pcap != "" {
-				cfg.CaptureFile = filepath.Join(o.pcap, capture)
-			}
-			if o.poll == "adaptive" {
-				cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin // 0: the default
-			}
-			s, err = sockapi.Open(cfg)
-			return err
-		})
-		return s, err
+	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
+		if o.pcap != "" {
+			cfg.CaptureFile = filepath.Join(o.pcap, capture)
+		}
+		if o.poll == "adaptive" {
+			cfg.PollMode, cfg.Spin = sockapi.PollAdaptive, o.spin // 0: the default
+		}
+		return openStack(ns, ifname, cfg)
 	}
 	var err error
 	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr(), "rpc-client.pcapng"); err != nil {
@@ -507,19 +503,15 @@ func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
 	v := pair.Veth
 	k := max(o.clients, 1)
 	r := &ndpConnRPC{poll: o.poll, req: rpcBuffers(k, o.size), resp: rpcBuffers(k, o.size), ebuf: rpcBuffers(k, o.size)}
-	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (s *sockapi.Stack, err error) {
-		err = ns.Do(func() error {
-			cfg := sockapi.Config{Interface: ifname, Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin}
-			if o.poll == "busy" {
-				cfg.PollMode = sockapi.PollBusy
-			}
-			if o.pcap != "" {
-				cfg.CaptureFile = filepath.Join(o.pcap, capture)
-			}
-			s, err = sockapi.Open(cfg)
-			return err
-		})
-		return s, err
+	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin}
+		if o.poll == "busy" {
+			cfg.PollMode = sockapi.PollBusy
+		}
+		if o.pcap != "" {
+			cfg.CaptureFile = filepath.Join(o.pcap, capture)
+		}
+		return openStack(ns, ifname, cfg)
 	}
 	var err error
 	if r.client, err = open(pair.A, v.A.Name, v.A.Addr.Addr(), "rpc-client.pcapng"); err != nil {

@@ -322,20 +322,11 @@ func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 			}
 		}
 	}()
-	open := func(ns *testbed.Namespace, ifname string) (s *sockapi.Stack, err error) {
-		err = ns.Do(func() error {
-			c := cfg
-			c.Interface = ifname
-			s, err = sockapi.Open(c)
-			return err
-		})
-		return s, err
-	}
 	var err error
-	if snd, err = open(pair.A, pair.Veth.A.Name); err != nil {
+	if snd, err = openStack(pair.A, pair.Veth.A.Name, cfg); err != nil {
 		return throughputRun{}, err
 	}
-	if rcv, err = open(pair.B, pair.Veth.B.Name); err != nil {
+	if rcv, err = openStack(pair.B, pair.Veth.B.Name, cfg); err != nil {
 		return throughputRun{}, err
 	}
 	l, err := rcv.Listen(9)
