@@ -81,3 +81,16 @@ func udpChecksumValid(src, dst []byte, udp []byte) bool {
 		uint64(17) + uint64(len(udp))
 	return fold(sumBytes(acc, udp)) == 0xffff
 }
+
+// SetIPv4Word writes v at byte offset off (even, inside the 20-byte header)
+// of the IPv4 header ip and fixes the header checksum incrementally
+// (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')). Switches rewriting TTL, DSCP
+// or ECN use it.
+func SetIPv4Word(ip []byte, off int, v uint16) {
+	old := binary.BigEndian.Uint16(ip[off:])
+	binary.BigEndian.PutUint16(ip[off:], v)
+	s := uint32(^binary.BigEndian.Uint16(ip[10:])) + uint32(^old) + uint32(v)
+	s = (s & 0xffff) + (s >> 16)
+	s = (s & 0xffff) + (s >> 16)
+	binary.BigEndian.PutUint16(ip[10:], ^uint16(s))
+}

@@ -121,12 +121,5 @@ func setDSCP(b []byte, dscp uint8) {
 		return
 	}
 	ip := b[offIP:]
-	old := uint16(ip[0])<<8 | uint16(ip[1])
-	ip[1] = dscp<<2 | ip[1]&3
-	neu := uint16(ip[0])<<8 | uint16(ip[1])
-	sum := ^binary.BigEndian.Uint16(ip[10:])
-	s := uint32(sum) + uint32(^old) + uint32(neu)
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	binary.BigEndian.PutUint16(ip[10:], ^uint16(s))
+	SetIPv4Word(ip, 0, uint16(ip[0])<<8|uint16(dscp<<2|ip[1]&3))
 }

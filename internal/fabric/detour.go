@@ -108,13 +108,5 @@ func (d *Detour) pick(port int, candidates []int) (int, bool) {
 // (RFC 1624).
 func decTTL(f []byte) {
 	const ipOff = 14
-	old := uint16(f[ipOff+8])<<8 | uint16(f[ipOff+9])
-	f[ipOff+8]--
-	neu := uint16(f[ipOff+8])<<8 | uint16(f[ipOff+9])
-	sum := ^(uint16(f[ipOff+10])<<8 | uint16(f[ipOff+11]))
-	s := uint32(sum) + uint32(^old) + uint32(neu)
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	c := ^uint16(s)
-	f[ipOff+10], f[ipOff+11] = byte(c>>8), byte(c)
+	ndp.SetIPv4Word(f[ipOff:], 8, uint16(f[ipOff+8]-1)<<8|uint16(f[ipOff+9]))
 }

@@ -316,15 +316,6 @@ func markCE(f []byte) bool {
 	if tos&3 == 3 {
 		return true
 	}
-	old := uint16(f[ipOff])<<8 | uint16(tos)
-	tos |= 3
-	f[ipOff+1] = tos
-	neu := uint16(f[ipOff])<<8 | uint16(tos)
-	sum := ^(uint16(f[ipOff+10])<<8 | uint16(f[ipOff+11]))
-	s := uint32(sum) + uint32(^old) + uint32(neu)
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	c := ^uint16(s)
-	f[ipOff+10], f[ipOff+11] = byte(c>>8), byte(c)
+	ndp.SetIPv4Word(f[ipOff:], 0, uint16(f[ipOff])<<8|uint16(tos|3))
 	return true
 }

@@ -56,15 +56,7 @@ func dscp(f []byte) uint8 { return f[15] >> 2 }
 // checksum incrementally (RFC 1624).
 func setDSCP(f []byte, v uint8) {
 	const ipOff = 14
-	old := uint16(f[ipOff])<<8 | uint16(f[ipOff+1])
-	f[ipOff+1] = v<<2 | f[ipOff+1]&3
-	neu := uint16(f[ipOff])<<8 | uint16(f[ipOff+1])
-	sum := ^(uint16(f[ipOff+10])<<8 | uint16(f[ipOff+11]))
-	s := uint32(sum) + uint32(^old) + uint32(neu)
-	s = (s & 0xffff) + (s >> 16)
-	s = (s & 0xffff) + (s >> 16)
-	c := ^uint16(s)
-	f[ipOff+10], f[ipOff+11] = byte(c>>8), byte(c)
+	ndp.SetIPv4Word(f[ipOff:], 0, uint16(f[ipOff])<<8|uint16(v<<2|f[ipOff+1]&3))
 }
 
 // classifies reports whether f belongs in the commodity queues: IPv4 with one
