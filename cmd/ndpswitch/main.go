@@ -5,6 +5,13 @@
 //
 //	ip netns exec sw ndpswitch -ports sw-h1,sw-h2,sw-h3 -rate 1G
 //
+// With -spines N it emulates a two-tier leaf-spine fabric in the one process:
+// "/" separates the leaves' ports, every leaf has a link to each spine, and
+// leaves spread frames for other leaves over the spines by an ECMP hash of
+// the 5-tuple:
+//
+//	ip netns exec sw ndpswitch -ports h1,h2/h3,h4 -spines 2 -rate 1G -degrade 1:1:100M
+//
 // It runs until SIGINT or SIGTERM and then prints its counters as JSON (also every
 // -stats interval when set).
 package main
@@ -40,7 +47,25 @@ func run(args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: ndpswitch -ports IF1,IF2[,...] [flags]  (root; the interfaces of this network namespace)")
 		fs.PrintDefaults()
 	}
-	ports := fs.String("ports", "", "comma-separated interfaces to switch between (at least 2)")
+	ports := fs.String("ports", "", "comma-separated interfaces to switch between (at least 2); with -spines, leaves separated by /")
+	spines := fs.Int("spines", 0, "emulate a leaf-spine fabric with this many spines (0: one switch)")
+	spineRate := fs.String("spine-rate", "", "emulated rate of every leaf-spine link (default: -rate)")
+	var degrade []softswitch.LinkRate
+	fs.Func("degrade", "LEAF:SPINE:RATE sets one leaf-spine link's rate, both directions (repeatable)", func(v string) error {
+		f := strings.Split(v, ":")
+		if len(f) != 3 {
+			return fmt.Errorf("want LEAF:SPINE:RATE, got %q", v)
+		}
+		l, err1 := strconv.Atoi(f[0])
+		sp, err2 := strconv.Atoi(f[1])
+		r, err3 := units.ParseRate(f[2])
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return err
+		}
+		degrade = append(degrade, softswitch.LinkRate{Leaf: l, Spine: sp, Up: int64(r), Down: int64(r)})
+		return nil
+	})
+	hostQ := fs.Int("host-queue", 0, "emulate each host's link into the switch at -rate with a NIC queue of this many frames (0: off)")
 	rate := fs.String("rate", "10G", "emulated rate of every port, bits/s (e.g. 1G, 10G, 25G)")
 	dataQ := fs.Int("data-queue", 8, "NDP data queue per port, packets")
 	hdrQ := fs.Int("header-queue", 0, "NDP header queue per port, bytes (0: data-queue x 9000)")
@@ -78,8 +103,27 @@ func run(args []string) error {
 		Commodity: softswitch.CommodityConfig{TrimSize: *trimSize, DataDSCP: uint8(*dataDSCP),
 			ControlDSCP: uint8(*ctlDSCP), TrimDSCP: uint8(*trimDSCP)},
 	}
+	cfg.Spines, cfg.LinkRates, cfg.HostQueue = *spines, degrade, *hostQ
+	if *spineRate != "" {
+		r, err := units.ParseRate(*spineRate)
+		if err != nil {
+			return fmt.Errorf("-spine-rate: %w", err)
+		}
+		cfg.SpineRate = int64(r)
+	}
 	if *ports != "" {
-		cfg.Ports = strings.Split(*ports, ",")
+		for l, group := range strings.Split(*ports, "/") {
+			for _, p := range strings.Split(group, ",") {
+				cfg.Ports = append(cfg.Ports, p)
+				cfg.Leaf = append(cfg.Leaf, l)
+			}
+		}
+		if *spines == 0 {
+			if strings.Contains(*ports, "/") {
+				return errors.New("-ports: / separates leaves, which need -spines")
+			}
+			cfg.Leaf = nil
+		}
 	}
 	switch *trim {
 	case "random":
@@ -117,7 +161,11 @@ func run(args []string) error {
 	go func() { done <- sw.Run() }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	fmt.Fprintf(os.Stderr, "ndpswitch: switching %s at %s b/s per port (%s trimming); Ctrl-C to stop\n", strings.Join(cfg.Ports, ","), *rate, *personality)
+	shape := "one switch"
+	if *spines > 0 {
+		shape = fmt.Sprintf("leaf-spine, %d spines", *spines)
+	}
+	fmt.Fprintf(os.Stderr, "ndpswitch: switching %s (%s) at %s b/s per port (%s trimming); Ctrl-C to stop\n", *ports, shape, *rate, *personality)
 	var tick <-chan time.Time
 	if *statsEvery > 0 {
 		t := time.NewTicker(*statsEvery)

@@ -25,6 +25,10 @@ func TestFlags(t *testing.T) {
 		{[]string{"-ports", "a,b", "-personality", "magic"}, "-personality"},
 		{[]string{"-ports", "a,b", "-trim-dscp", "64"}, "DSCP"},
 		{[]string{"extra"}, "unexpected"},
+		{[]string{"-ports", "a,b/c,d"}, "-spines"},
+		{[]string{"-ports", "a,b/c,d", "-spines", "2", "-degrade", "1:1"}, "LEAF:SPINE:RATE"},
+		{[]string{"-ports", "a,b/c,d", "-spines", "2", "-degrade", "1:5:1G"}, "no link"},
+		{[]string{"-ports", "a,b", "-spines", "2"}, "leaves"},
 	} {
 		if err := run(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error about %s", tc.args, err, tc.want)

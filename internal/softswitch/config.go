@@ -40,6 +40,21 @@ type Config struct {
 	// Ports are the interfaces to join, looked up in the calling thread's network
 	// namespace. At least two.
 	Ports []string
+	// Spines, when positive, makes the switch a two-tier leaf-spine fabric
+	// emulated in this one process instead of one switch: Leaf says which leaf
+	// each port belongs to, and every leaf has one internal link to each of the
+	// Spines spines (at SpineRate). A leaf sends a frame for a host on another
+	// leaf up the spine its ECMP hash of the 5-tuple picks. Zero means one
+	// switch.
+	Spines int
+	// Leaf[i] is the leaf (0, 1, ...) of Ports[i] when Spines > 0; every leaf
+	// from 0 to the largest has at least one port.
+	Leaf []int
+	// SpineRate is the emulated rate of every leaf-spine link, both directions.
+	// Zero means Rate.
+	SpineRate int64
+	// LinkRates overrides the rate of single leaf-spine links (a degraded link).
+	LinkRates []LinkRate
 	// Rate is every port's emulated line rate in bits per second: a frame of n bytes
 	// occupies its output link for n*8/Rate (Ethernet preamble, FCS and gap are not
 	// counted, as the stacks' pacers do not count them). Zero means 10 Gb/s.
@@ -48,6 +63,12 @@ type Config struct {
 	// data queue, header queue and WRR 10:1 by default. Its Seed is offset by the port
 	// number.
 	Fabric fabric.Config
+	// HostQueue, when positive, puts an emulated link at Rate between each
+	// port's host and the switch, with a drop-tail queue of HostQueue frames
+	// (the host NIC's): a host's bursts reach the switch's queues at the link
+	// rate, as from a real NIC, instead of as fast as the veth delivers them.
+	// Zero means frames enter the switch as they arrive.
+	HostQueue int
 	// OtherQueue is the depth in frames of the drop-tail queue that holds every frame
 	// that is not NDP (kernel TCP, ARP, ICMP). Zero means 100.
 	OtherQueue int
@@ -75,6 +96,41 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// LinkRate is the emulated rate of the link between leaf Leaf and spine
+// Spine: Up toward the spine, Down toward the leaf; zero keeps SpineRate.
+type LinkRate struct {
+	Leaf, Spine int
+	Up, Down    int64
+}
+
+// leaves is the number of leaves (zero for one switch).
+func (c *Config) leaves() int {
+	if c.Spines == 0 {
+		return 0
+	}
+	n := 0
+	for _, l := range c.Leaf {
+		n = max(n, l+1)
+	}
+	return n
+}
+
+// linkRate returns the rates of the link between leaf l and spine s.
+func (c *Config) linkRate(l, s int) (up, down int64) {
+	up, down = c.SpineRate, c.SpineRate
+	for _, r := range c.LinkRates {
+		if r.Leaf == l && r.Spine == s {
+			if r.Up != 0 {
+				up = r.Up
+			}
+			if r.Down != 0 {
+				down = r.Down
+			}
+		}
+	}
+	return up, down
+}
+
 // CommodityConfig is the commodity personality's trimming (SAI packet trimming).
 type CommodityConfig struct {
 	// TrimSize is the length a trimmed frame is cut to, in bytes. Zero means 128.
@@ -93,6 +149,9 @@ var ErrConfig = errors.New("softswitch: invalid config")
 func (c *Config) populate() {
 	if c.Rate == 0 {
 		c.Rate = 10e9
+	}
+	if c.SpineRate == 0 {
+		c.SpineRate = c.Rate
 	}
 	if c.OtherQueue == 0 {
 		c.OtherQueue = 100
@@ -151,6 +210,8 @@ func (c *Config) validate() error {
 		return bad("Rate %d b/s, want 1M..400G", c.Rate)
 	case c.OtherQueue < 1 || c.OtherQueue > 100000:
 		return bad("OtherQueue %d, want 1..100000", c.OtherQueue)
+	case c.HostQueue < 0 || c.HostQueue > 100000:
+		return bad("HostQueue %d, want 0..100000", c.HostQueue)
 	case c.OtherECN < 0:
 		return bad("OtherECN %d < 0", c.OtherECN)
 	case c.Personality > TrimCommodity:
@@ -164,6 +225,9 @@ func (c *Config) validate() error {
 	case c.Commodity.DataDSCP > 63 || c.Commodity.ControlDSCP > 63 || c.Commodity.TrimDSCP > 63:
 		return bad("a DSCP value above 63")
 	}
+	if err := c.validateFabric(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, p := range c.Ports {
 		if p == "" || seen[p] {
@@ -173,6 +237,59 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+func (c *Config) validateFabric() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, a...)...)
+	}
+	if c.Spines == 0 {
+		if len(c.Leaf) > 0 || len(c.LinkRates) > 0 {
+			return bad("Leaf or LinkRates set without Spines")
+		}
+		return nil
+	}
+	if c.Spines < 0 || c.Spines > maxSpines {
+		return bad("Spines %d, want 0..%d", c.Spines, maxSpines)
+	}
+	if len(c.Leaf) != len(c.Ports) {
+		return bad("%d Leaf entries for %d ports", len(c.Leaf), len(c.Ports))
+	}
+	n := c.leaves()
+	if n < 2 || n > maxLeaves {
+		return bad("%d leaves, want 2..%d", n, maxLeaves)
+	}
+	has := make([]bool, n)
+	for _, l := range c.Leaf {
+		if l < 0 {
+			return bad("leaf %d < 0", l)
+		}
+		has[l] = true
+	}
+	for l, ok := range has {
+		if !ok {
+			return bad("leaf %d has no port", l)
+		}
+	}
+	rateOK := func(r int64) bool { return r >= 1e6 && r <= 400e9 }
+	if !rateOK(c.SpineRate) {
+		return bad("SpineRate %d b/s, want 1M..400G", c.SpineRate)
+	}
+	for _, r := range c.LinkRates {
+		if r.Leaf < 0 || r.Leaf >= n || r.Spine < 0 || r.Spine >= c.Spines {
+			return bad("LinkRates: no link between leaf %d and spine %d", r.Leaf, r.Spine)
+		}
+		if r.Up != 0 && !rateOK(r.Up) || r.Down != 0 && !rateOK(r.Down) {
+			return bad("LinkRates leaf %d spine %d: rate outside 1M..400G", r.Leaf, r.Spine)
+		}
+	}
+	return nil
+}
+
+// Fabric size bounds.
+const (
+	maxSpines = 16
+	maxLeaves = 16
+)
 
 // maxPorts bounds the port count (a MAC table entry is a uint8).
 const maxPorts = 64

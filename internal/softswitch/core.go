@@ -103,68 +103,143 @@ type ndpQueue interface {
 }
 
 // outPort is one output port: its NDP queues, its drop-tail queue and the
-// emulated link's clock.
+// emulated link's clock. An external port sends on its veth (AF_XDP port of
+// the same index); an internal one is a leaf-spine link inside the process
+// and delivers to the switch peer.
 type outPort struct {
-	name  string
-	ndp   ndpQueue
-	other ring
-	next  ndp.Time // when the emulated link is free for the next frame
-	turn  bool     // both classes backlogged: alternate, starting with NDP
-	down  bool
-	st    PortStats
+	name      string
+	sw        int    // the switch the port belongs to (index into core.nodes)
+	peer      int    // internal: the switch the link leads to; external: -1
+	via       int    // internal: the port the far switch sees the frame come from
+	fifo      bool   // a host's NIC: every frame in the drop-tail queue, no trimming
+	flight    []byte // internal: the frame on the wire, reaching peer at flightAt
+	flightAt  ndp.Time
+	psPerByte int64
+	ndp       ndpQueue
+	other     ring
+	next      ndp.Time // when the emulated link is free for the next frame
+	turn      bool     // both classes backlogged: alternate, starting with NDP
+	down      bool
+	st        PortStats
 }
 
 func (o *outPort) empty() bool { return o.ndp.Empty() && o.other.len() == 0 }
 
+// nodeKind is the role of one emulated switch.
+type nodeKind uint8
+
+const (
+	single nodeKind = iota // the only switch: every port is external
+	leaf                   // external ports to hosts, one uplink per spine
+	spine                  // one downlink per leaf
+)
+
+// node is one emulated switch. A single switch is one node; a leaf-spine
+// fabric is Leaves leaf nodes followed by Spines spine nodes.
+type node struct {
+	kind  nodeKind
+	num   int   // leaf or spine number
+	hosts []int // external ports (outPort indexes)
+	links []int // leaf: uplink per spine; spine: downlink per leaf (outPort indexes)
+}
+
 // core is the switch's sans-IO part: frames and `now` in, frames per output port
 // out. One goroutine owns it.
 type core struct {
-	cfg       Config
-	ports     []*outPort
-	macs      map[[6]byte]uint8
-	free      [][]byte // queue buffers, each bufSize long
-	psPerByte int64    // emulated serialisation time of one byte, picoseconds
-	horizon   ndp.Time
-	maxLag    ndp.Time
-	st        Stats
+	cfg      Config
+	ports    []*outPort // external ports first (index = AF_XDP port), then internal links
+	external int
+	nodes    []node
+	nic      []int             // per external port: its host NIC link (HostQueue > 0)
+	macs     map[[6]byte]uint8 // learned host MAC -> external port
+	free     [][]byte          // queue buffers, each bufSize long
+	outs     []int             // flood scratch
+	horizon  ndp.Time
+	maxLag   ndp.Time
+	st       Stats
 }
 
 func newCore(cfg Config) (*core, error) {
-	c := &core{cfg: cfg, macs: make(map[[6]byte]uint8), psPerByte: 8e12 / cfg.Rate,
+	c := &core{cfg: cfg, macs: make(map[[6]byte]uint8), external: len(cfg.Ports),
 		horizon: ndp.Time(cfg.Horizon), maxLag: ndp.Time(cfg.CatchUp)}
-	per := cfg.OtherQueue + 64
-	for i, name := range cfg.Ports {
-		o := &outPort{name: name}
+	leaves := cfg.leaves()
+	if leaves == 0 {
+		c.nodes = []node{{kind: single}}
+	} else {
+		for l := 0; l < leaves; l++ {
+			c.nodes = append(c.nodes, node{kind: leaf, num: l, links: make([]int, cfg.Spines)})
+		}
+		for s := 0; s < cfg.Spines; s++ {
+			c.nodes = append(c.nodes, node{kind: spine, num: s, links: make([]int, leaves)})
+		}
+	}
+	n := 0 // queue buffers: every port's queues full at once
+	add := func(name string, sw, peer int, rate int64) error {
+		i := len(c.ports)
+		n += cfg.OtherQueue + 64
+		o := &outPort{name: name, sw: sw, peer: peer, via: i, psPerByte: 8e12 / rate}
 		switch cfg.Personality {
 		case TrimCommodity:
 			q, err := newCommodityPort(cfg, uint64(i))
 			if err != nil {
-				return nil, err
+				return err
 			}
 			o.ndp = q
+			n += commodityBuffers(cfg)
 		default:
 			fc := cfg.Fabric
 			fc.Seed += uint64(i)
 			q, err := fabric.NewPort(fc)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+				return fmt.Errorf("%w: %w", ErrConfig, err)
 			}
 			o.ndp = q
 			fc = q.Config()
-			per += fc.DataQueue + fc.HeaderQueueBytes/ndp.HeaderOverhead
+			n += fc.DataQueue + fc.HeaderQueueBytes/ndp.HeaderOverhead
 		}
 		o.other.init(cfg.OtherQueue)
 		c.ports = append(c.ports, o)
+		return nil
 	}
-	if cfg.Personality == TrimCommodity {
-		per += commodityBuffers(cfg)
+	for i, name := range cfg.Ports {
+		sw := 0
+		if leaves > 0 {
+			sw = cfg.Leaf[i]
+		}
+		if err := add(name, sw, -1, cfg.Rate); err != nil {
+			return nil, err
+		}
+		c.nodes[sw].hosts = append(c.nodes[sw].hosts, i)
 	}
-	n := per * len(cfg.Ports)
+	for l := 0; l < leaves; l++ {
+		for s := 0; s < cfg.Spines; s++ {
+			up, down := cfg.linkRate(l, s)
+			c.nodes[l].links[s] = len(c.ports)
+			if err := add(fmt.Sprintf("leaf%d>spine%d", l, s), l, leaves+s, up); err != nil {
+				return nil, err
+			}
+			c.nodes[leaves+s].links[l] = len(c.ports)
+			if err := add(fmt.Sprintf("spine%d>leaf%d", s, l), leaves+s, l, down); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.HostQueue > 0 {
+		for i, name := range cfg.Ports {
+			c.nic = append(c.nic, len(c.ports))
+			o := &outPort{name: name + "<host", sw: -1, peer: c.ports[i].sw, via: i, psPerByte: 8e12 / cfg.Rate, fifo: true}
+			o.ndp, _ = fabric.NewPort(fabric.Config{DataQueue: 1, HeaderQueueBytes: 64}) // never used: fifo
+			o.other.init(cfg.HostQueue)
+			c.ports = append(c.ports, o)
+			n += cfg.HostQueue
+		}
+	}
 	arena := make([]byte, n*bufSize)
 	c.free = make([][]byte, n)
 	for i := range c.free {
 		c.free[i] = arena[i*bufSize : i*bufSize : (i+1)*bufSize]
 	}
+	c.outs = make([]int, 0, len(c.ports))
 	return c, nil
 }
 
@@ -181,8 +256,8 @@ func (c *core) get() ([]byte, bool) {
 // put gives a queue buffer back (any reslice of one from get).
 func (c *core) put(b []byte) { c.free = append(c.free, b[:0]) }
 
-// ingress switches one frame that arrived on port in. b is the caller's; the
-// switch copies what it queues.
+// ingress switches one frame that arrived on external port in. b is the
+// caller's; the switch copies what it queues.
 func (c *core) ingress(in int, b []byte, now ndp.Time) {
 	c.st.RxFrames++
 	if len(b) < 14 {
@@ -193,48 +268,12 @@ func (c *core) ingress(in int, b []byte, now ndp.Time) {
 		c.st.Oversize++
 		return
 	}
-	var src, dst [6]byte
-	copy(dst[:], b[0:6])
+	var src [6]byte
 	copy(src[:], b[6:12])
 	if src[0]&1 == 0 && src != ([6]byte{}) {
 		if p, ok := c.macs[src]; !ok && len(c.macs) < maxMACs || ok && int(p) != in {
 			c.macs[src] = uint8(in)
 		}
-	}
-	if dst[0]&1 == 0 {
-		if out, ok := c.macs[dst]; ok {
-			if int(out) == in {
-				c.st.Hairpin++
-				return
-			}
-			c.forward(int(out), b, now)
-			return
-		}
-	}
-	c.st.Flooded++
-	for p := range c.ports {
-		if p != in {
-			c.forward(p, b, now)
-		}
-	}
-}
-
-// classifies reports whether f uses o's NDP queues: for the NDP-aware switch an
-// IPv4 frame without options to the NDP UDP port, for the commodity switch an
-// IPv4 frame with one of the configured DSCP values.
-func (c *core) classifies(o *outPort, f []byte) bool {
-	if cp, ok := o.ndp.(*commodityPort); ok {
-		return cp.classifies(f)
-	}
-	return len(f) >= ndp.HeaderOverhead && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 && f[23] == 17 &&
-		binary.BigEndian.Uint16(f[36:38]) == c.cfg.NDPPort
-}
-
-// forward copies b into a queue buffer and offers it to output port p.
-func (c *core) forward(p int, b []byte, now ndp.Time) {
-	o := c.ports[p]
-	if o.down {
-		return
 	}
 	buf, ok := c.get()
 	if !ok {
@@ -243,18 +282,127 @@ func (c *core) forward(p int, b []byte, now ndp.Time) {
 	}
 	f := buf[:len(b)]
 	copy(f, b)
+	if c.nic != nil {
+		c.enqueue(c.nic[in], f, now)
+		return
+	}
+	c.route(c.ports[in].sw, in, f, now)
+}
+
+// route forwards f, a queue buffer that arrived at switch sw through port
+// from (an external port, or the internal link that carried it), to its
+// output port or ports. The frame is the switch's from here on.
+func (c *core) route(sw, from int, f []byte, now ndp.Time) {
+	var dst [6]byte
+	copy(dst[:], f[0:6])
+	if dst[0]&1 == 0 {
+		if q, ok := c.macs[dst]; ok {
+			out := c.toward(sw, int(q), f)
+			if out == from {
+				c.st.Hairpin++
+				c.put(f)
+				return
+			}
+			c.enqueue(out, f, now)
+			return
+		}
+	}
+	c.st.Flooded++
+	c.flood(sw, from, f, now)
+}
+
+// toward returns switch sw's output port on the way to external port q: q
+// itself on its own switch, an uplink chosen by ECMP on a leaf, the downlink
+// to q's leaf on a spine.
+func (c *core) toward(sw, q int, f []byte) int {
+	n := &c.nodes[sw]
+	switch n.kind {
+	case leaf:
+		if c.ports[q].sw == sw {
+			return q
+		}
+		return n.links[ecmpHash(f)%uint32(len(n.links))]
+	case spine:
+		return n.links[c.ports[q].sw]
+	}
+	return q
+}
+
+// flood sends f out of every port of switch sw that leads to a host it did
+// not come from: on a single switch every other port; in a leaf-spine fabric
+// along a tree through spine 0 (a leaf floods to its hosts and, for a frame
+// from one of them, up to spine 0; spine 0 floods down to every other leaf),
+// so a broadcast reaches each host once.
+func (c *core) flood(sw, from int, f []byte, now ndp.Time) {
+	n := &c.nodes[sw]
+	outs := c.outs[:0]
+	for _, p := range n.hosts {
+		if p != from {
+			outs = append(outs, p)
+		}
+	}
+	switch n.kind {
+	case leaf:
+		if from < c.external {
+			outs = append(outs, n.links[0])
+		}
+	case spine:
+		for _, p := range n.links {
+			if c.ports[p].peer != c.ports[from].sw {
+				outs = append(outs, p)
+			}
+		}
+	}
+	if len(outs) == 0 {
+		c.put(f)
+		return
+	}
+	for _, p := range outs[:len(outs)-1] {
+		buf, ok := c.get()
+		if !ok {
+			c.st.NoBuffer++
+			continue
+		}
+		g := buf[:len(f)]
+		copy(g, f)
+		c.enqueue(p, g, now)
+	}
+	c.enqueue(outs[len(outs)-1], f, now)
+}
+
+// classifies reports whether f uses o's NDP queues: for the NDP-aware switch an
+// IPv4 frame without options to the NDP UDP port, for the commodity switch an
+// IPv4 frame with one of the configured DSCP values.
+func (c *core) classifies(o *outPort, f []byte) bool {
+	if o.fifo {
+		return false
+	}
+	if cp, ok := o.ndp.(*commodityPort); ok {
+		return cp.classifies(f)
+	}
+	return len(f) >= ndp.HeaderOverhead && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 && f[23] == 17 &&
+		binary.BigEndian.Uint16(f[36:38]) == c.cfg.NDPPort
+}
+
+// enqueue offers queue buffer f to output port p.
+func (c *core) enqueue(p int, f []byte, now ndp.Time) {
+	o := c.ports[p]
+	if o.down {
+		c.put(f)
+		return
+	}
 	if o.empty() && o.next < now {
 		o.next = now
 	}
 	if !c.classifies(o, f) {
 		o.st.OtherArrivals++
 		d := o.other.len()
-		if d >= c.cfg.OtherQueue {
+		if d >= len(o.other.buf) { // OtherQueue, or HostQueue for a NIC
 			o.st.OtherDrops++
 			c.put(f)
 			return
 		}
-		if c.cfg.OtherECN > 0 && d >= c.cfg.OtherECN && fabric.MarkCE(f) {
+		if c.cfg.OtherECN > 0 && d >= c.cfg.OtherECN && !o.fifo && fabric.MarkCE(f) {
 			o.st.OtherMarks++
 		}
 		o.other.push(f)
@@ -264,16 +412,16 @@ func (c *core) forward(p int, b []byte, now ndp.Time) {
 	v, out, bounced, dropped := o.ndp.Enqueue(f, now)
 	switch v {
 	case fabric.Bounced:
-		c.returnToSender(out, now)
+		c.returnToSender(o.sw, out, now)
 	case fabric.Dropped:
 		if o.ndp.ReturnToSender(out) {
-			c.returnToSender(out, now)
+			c.returnToSender(o.sw, out, now)
 		} else {
 			c.put(out)
 		}
 	}
 	if bounced != nil {
-		c.returnToSender(bounced, now)
+		c.returnToSender(o.sw, bounced, now)
 	}
 	if dropped != nil {
 		c.put(dropped)
@@ -281,17 +429,17 @@ func (c *core) forward(p int, b []byte, now ndp.Time) {
 }
 
 // returnToSender queues a bounced header (already addressed back to its sender)
-// on the port that leads to its new destination MAC.
-func (c *core) returnToSender(f []byte, now ndp.Time) {
+// at switch sw on the port that leads toward its new destination MAC.
+func (c *core) returnToSender(sw int, f []byte, now ndp.Time) {
 	var dst [6]byte
 	copy(dst[:], f[0:6])
-	p, ok := c.macs[dst]
-	if !ok || c.ports[p].down {
+	q, ok := c.macs[dst]
+	if !ok || c.ports[q].down {
 		c.st.Unroutable++
 		c.put(f)
 		return
 	}
-	o := c.ports[p]
+	o := c.ports[c.toward(sw, int(q), f)]
 	if o.empty() && o.next < now {
 		o.next = now
 	}
@@ -304,37 +452,92 @@ func (c *core) returnToSender(f []byte, now ndp.Time) {
 // due reports when port p's next frame may leave (ok false: nothing queued).
 func (c *core) due(p int) (ndp.Time, bool) {
 	o := c.ports[p]
+	if o.flight != nil {
+		return o.flightAt, true
+	}
 	if o.empty() {
 		return 0, false
 	}
 	return o.next, true
 }
 
-// depart appends to out the frames port p sends by now+horizon, advancing its
-// emulated link clock by each frame's serialisation time. The caller transmits
-// them and gives every buffer back with put.
+// pop takes port p's next frame (NDP and other classes alternate while both
+// are backlogged) and advances its emulated link clock by the frame's
+// serialisation time.
+func (c *core) pop(o *outPort) ([]byte, bool) {
+	var f []byte
+	ndpReady, otherReady := !o.ndp.Empty(), o.other.len() > 0
+	switch {
+	case ndpReady && (!otherReady || !o.turn):
+		f, _ = o.ndp.Dequeue(o.next)
+		o.turn = otherReady
+	case otherReady:
+		f = o.other.pop()
+		o.turn = false
+	default:
+		return nil, false
+	}
+	o.next += ndp.Time(int64(len(f)) * o.psPerByte / 1000)
+	return f, true
+}
+
+// depart appends to out the frames external port p sends by now+horizon,
+// advancing its emulated link clock by each frame's serialisation time. The
+// caller transmits them and gives every buffer back with put.
 func (c *core) depart(p int, now ndp.Time, out [][]byte) [][]byte {
 	o := c.ports[p]
 	if o.next < now-c.maxLag {
 		o.next = now - c.maxLag // a late pass makes up at most CatchUp of link time
 	}
 	for o.next <= now+c.horizon {
-		var f []byte
-		ndpReady, otherReady := !o.ndp.Empty(), o.other.len() > 0
-		switch {
-		case ndpReady && (!otherReady || !o.turn):
-			f, _ = o.ndp.Dequeue(o.next)
-			o.turn = otherReady
-		case otherReady:
-			f = o.other.pop()
-			o.turn = false
-		default:
-			return out
+		f, ok := c.pop(o)
+		if !ok {
+			break
 		}
-		o.next += ndp.Time(int64(len(f)) * c.psPerByte / 1000)
 		out = append(out, f)
 	}
 	return out
+}
+
+// carry moves frames across the internal links (leaf-spine links, host
+// NICs): a link takes its next frame from its queue when its emulated
+// transmission starts and hands it to the far switch, stamped with the time
+// the transmission ends, once now reaches that time (store and forward); the
+// far switch switches it at once, so it may go on over another internal link
+// in the same call. It reports whether it moved any.
+func (c *core) carry(now ndp.Time) bool {
+	moved := false
+	for again := true; again; {
+		again = false
+		for p := c.external; p < len(c.ports); p++ {
+			o := c.ports[p]
+			for {
+				if o.flight != nil {
+					if o.flightAt > now {
+						break
+					}
+					f := o.flight
+					o.flight = nil
+					o.st.TxFrames++
+					o.st.TxBytes += uint64(len(f))
+					c.route(o.peer, o.via, f, o.flightAt)
+					again, moved = true, true
+				}
+				if o.empty() {
+					break
+				}
+				if o.next < now-c.maxLag {
+					o.next = now - c.maxLag
+				}
+				if o.next > now {
+					break
+				}
+				o.flight, _ = c.pop(o)
+				o.flightAt = o.next
+			}
+		}
+	}
+	return moved
 }
 
 // setDown takes port p out of service: its queued frames are dropped and
@@ -363,6 +566,11 @@ func (c *core) stats(into *Stats) {
 	ports := into.Ports[:0]
 	*into = c.st
 	for _, o := range c.ports {
+		if o.fifo {
+			ports = append(ports, PortStats{Name: o.name, OtherArrivals: o.st.OtherArrivals, OtherDrops: o.st.OtherDrops,
+				OtherMaxDepth: o.st.OtherMaxDepth, TxFrames: o.st.TxFrames, TxBytes: o.st.TxBytes})
+			continue
+		}
 		ps := o.st
 		ps.Name = o.name
 		ps.NDP = o.ndp.Stats()
@@ -372,6 +580,33 @@ func (c *core) stats(into *Stats) {
 		ports = append(ports, ps)
 	}
 	into.Ports = ports
+}
+
+// ecmpHash is the leaves' ECMP hash: the XOR of the 16-bit words of the IPv4
+// 5-tuple (addresses, protocol, and the ports of an unfragmented TCP or UDP
+// packet), one of the hash functions switch ASICs offer ("XOR16"). Frames
+// that are not IPv4 hash their MAC addresses. With it, consecutive UDP source
+// ports (NDP's path entropy, ndp.Config.Paths of them per connection) cover
+// the spines evenly, as the paper's testbed chose paths by source port.
+func ecmpHash(f []byte) uint32 {
+	var h uint16
+	if len(f) >= 34 && f[12] == 0x08 && f[13] == 0x00 && f[14]>>4 == 4 {
+		ihl := int(f[14]&0xf) * 4
+		for i := 26; i < 34; i += 2 {
+			h ^= binary.BigEndian.Uint16(f[i:])
+		}
+		proto := f[23]
+		h ^= uint16(proto)
+		frag := binary.BigEndian.Uint16(f[20:]) & 0x3fff
+		if (proto == 6 || proto == 17) && frag == 0 && len(f) >= 14+ihl+4 {
+			h ^= binary.BigEndian.Uint16(f[14+ihl:]) ^ binary.BigEndian.Uint16(f[16+ihl:])
+		}
+		return uint32(h)
+	}
+	for i := 0; i+1 < 12; i += 2 {
+		h ^= binary.BigEndian.Uint16(f[i:])
+	}
+	return uint32(h)
 }
 
 // ring is a fixed-capacity FIFO of frames.

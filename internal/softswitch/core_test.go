@@ -138,3 +138,71 @@ func TestCommodityTrim(t *testing.T) {
 }
 
 func fabricCfg(dataQueue int) fabric.Config { return fabric.Config{DataQueue: dataQueue} }
+
+// TestCoreLeafSpine: two leaves of two ports, two spines. A broadcast reaches
+// every other host once (through spine 0 to the far leaf); frames to a host on
+// the other leaf spread over both spines by their TCP source port (XOR16 of
+// the 5-tuple), reach the right port only, and a slower spine link delivers
+// later; every buffer comes back.
+func TestCoreLeafSpine(t *testing.T) {
+	cfg := Config{Rate: 1e9, Spines: 2, Leaf: []int{0, 0, 1, 1}, Horizon: time.Nanosecond,
+		LinkRates: []LinkRate{{Leaf: 1, Spine: 1, Down: 1e8}}}
+	cfg.Ports = []string{"p0", "p1", "p2", "p3"}
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := newCore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := len(c.free)
+	end := ndp.Time(time.Second)
+	got := func() [4]int {
+		c.carry(end)
+		var n [4]int
+		for p := 0; p < 4; p++ {
+			n[p] = len(drain(c, p, end))
+		}
+		return n
+	}
+	bcast := ethFrame(0, 1, 100, 0)
+	copy(bcast, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	c.ingress(0, bcast, 0)
+	if n := got(); n != [4]int{0, 1, 1, 1} {
+		t.Fatalf("broadcast from port 0 reached ports %v, want each other port once", n)
+	}
+	for p := 1; p < 4; p++ { // learn hosts 2, 3, 4 on ports 1, 2, 3
+		c.ingress(p, ethFrame(1, byte(p+1), 100, 0), 0)
+	}
+	got()
+	before := map[string]uint64{}
+	for _, o := range c.ports {
+		before[o.name] = o.st.TxFrames
+	}
+	for sport := 0; sport < 8; sport++ {
+		f := ethFrame(3, 1, 1000, 0) // host 1 (port 0) to host 3 (port 2)
+		binary.BigEndian.PutUint16(f[34:], uint16(0xc000+sport))
+		binary.BigEndian.PutUint16(f[36:], 80)
+		c.ingress(0, f, end)
+	}
+	t1 := end + ndp.Time(50*time.Microsecond)
+	c.carry(t1) // the fast spine's frames are through, the slow one's are not
+	if n := len(drain(c, 2, t1)); n != 4 {
+		t.Fatalf("%d frames through the fast spine by 50 µs, want 4", n)
+	}
+	end += ndp.Time(time.Second)
+	if n := got(); n != [4]int{0, 0, 4, 0} {
+		t.Fatalf("frames to port 2 left by ports %v", n)
+	}
+	for _, l := range []string{"leaf0>spine0", "leaf0>spine1", "spine0>leaf1", "spine1>leaf1"} {
+		for _, o := range c.ports {
+			if o.name == l && o.st.TxFrames-before[l] != 4 {
+				t.Errorf("%s carried %d of 8 frames, want 4", l, o.st.TxFrames-before[l])
+			}
+		}
+	}
+	if len(c.free) != free {
+		t.Fatalf("%d of %d buffers back", len(c.free), free)
+	}
+}

@@ -29,6 +29,15 @@
 // and then sleeps in ppoll(2) on every port's socket until the next departure is
 // due.
 //
+// With Config.Spines the one loop emulates a two-tier leaf-spine fabric: the
+// ports are the leaves' host ports, and every leaf-spine link is an internal
+// output port with its own rate whose frames reach the far switch (a pointer
+// move, no copy) when their emulated transmission ends. Leaves pick the spine
+// for a frame to another leaf by an XOR16 ECMP hash of its 5-tuple; spines
+// send down to the destination's leaf; broadcasts flood along a tree through
+// spine 0. Config.HostQueue optionally emulates each host's link into the
+// switch (a NIC queue), so host bursts enter at the link rate.
+//
 // The commodity personality (TrimCommodity) replaces fabric.Port by a queue that
 // classifies by DSCP only and, on a failed admission, cuts the frame to TrimSize
 // bytes and rewrites its DSCP, as SAI packet trimming does.
@@ -38,6 +47,7 @@
 // taken out of service and the others keep switching. Stats are published by the
 // loop at most every millisecond while busy and whenever it goes idle.
 //
-// Star builds K hosts on one switch on an internal/testbed testbed and starts it;
+// NewStar builds K hosts on one switch, NewLeafSpine two or more leaves of hosts
+// on a fabric of spines, on an internal/testbed testbed, and starts the switch;
 // the testbed stops it before deleting the namespaces.
 package softswitch

@@ -146,10 +146,10 @@ func (s *Switch) Run() error {
 	return nil
 }
 
-// departAll transmits every port's frames due by now+Horizon and reports
-// whether there were any.
+// departAll carries frames across the internal leaf-spine links, transmits
+// every port's frames due by now+Horizon and reports whether there were any.
 func (s *Switch) departAll(tx []afxdp.Desc, out *[][]byte, now ndp.Time) bool {
-	busy := false
+	busy := s.core.carry(now)
 	for i := range s.ports {
 		if s.core.ports[i].down {
 			continue
@@ -205,7 +205,7 @@ func (s *Switch) transmit(i int, out [][]byte, tx []afxdp.Desc, now ndp.Time) {
 // error (its interface was removed) is taken out of service.
 func (s *Switch) sleep(fds []unix.PollFd, now ndp.Time) {
 	wait := ndp.Time(maxSleep)
-	for i := range s.ports {
+	for i := range s.core.ports {
 		if t, ok := s.core.due(i); ok {
 			wait = min(wait, t-s.cfg.horizonTime()-now)
 		}

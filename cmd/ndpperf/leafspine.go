@@ -1,0 +1,415 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/softswitch"
+	"github.com/ndpstack/ndpstack/sockapi"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+)
+
+// leafspine: a permutation of bulk flows across a two-tier leaf-spine fabric
+// (internal/softswitch, one process emulating every leaf, spine and link):
+// host i sends --size bytes to host i + hosts-per-leaf, so every flow
+// crosses from one leaf to the other through the spines. NDP sprays each
+// flow's packets over its UDP source ports, which the leaves' ECMP hash maps
+// to the spines; kernel TCP's flows each take the one spine their 5-tuple
+// hashes to. Each flow's rate is its bytes over the time from the common
+// start to its receiver's EOF (SHA-256 verified); the fraction is that rate
+// over the link rate. --degrade F cuts the link between leaf 1 and spine 1
+// (both directions) to 1/F of the rate: the per-link counters show where the
+// bytes went and the stacks' counters how many paths their scoreboards left
+// out.
+
+func init() {
+	register(&subcommand{
+		name:    "leafspine",
+		summary: "permutation of bulk flows across a leaf-spine fabric of ndpswitch: NDP vs kernel TCP, per-flow fraction of link rate, per-spine-link counters (root)",
+		run:     runLeafSpine,
+	})
+}
+
+type leafSpineOpts struct {
+	link, spines, perLeaf int
+	rate                  int64
+	size                  int64
+	runs                  int
+	degrade               int
+	rto                   time.Duration
+	hostQueue             int
+	tcp                   bool
+	json                  bool
+}
+
+func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
+	fs := flag.NewFlagSet("leafspine", flag.ContinueOnError)
+	rate := bitRate(200e6)
+	fs.Var(&rate, "link", "emulated rate of every link (host-leaf and leaf-spine), bits/s")
+	size := byteSize(4e6)
+	fs.Var(&size, "size", "bytes per flow")
+	spines := fs.Int("spines", 2, "spines (2..16)")
+	perLeaf := fs.Int("hosts-per-leaf", 2, "hosts on each of the two leaves")
+	runs := fs.Int("runs", 3, "runs per transport, taking turns")
+	degrade := fs.Int("degrade", 0, "cut the leaf 1 - spine 1 link to 1/N of --link (0: healthy fabric)")
+	rto := fs.Duration("rto", 0, "NDP retransmission timeout (0: 1ms, or the time 3 hops of 8-packet queues take to drain at --link if longer, x4)")
+	hostQ := fs.Int("host-queue", 256, "emulate each host's link into its leaf at --link with a NIC queue of this many frames (0: frames enter the leaf as fast as the veth delivers them)")
+	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return leafSpineOpts{}, err
+	}
+	if fs.NArg() > 0 {
+		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, tcp: *tcp, json: *asJSON}
+	switch {
+	case o.rate < 1e6 || o.rate > 100e9:
+		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
+	case o.size < 1 || o.size > 1<<30:
+		return o, fmt.Errorf("--size %d: want 1 byte..1GiB", o.size)
+	case o.spines < 2 || o.spines > 16:
+		return o, fmt.Errorf("--spines %d: want 2..16", o.spines)
+	case o.perLeaf < 1 || o.perLeaf > 8:
+		return o, fmt.Errorf("--hosts-per-leaf %d: want 1..8", o.perLeaf)
+	case o.runs < 1 || o.runs > 100:
+		return o, fmt.Errorf("--runs %d: want 1..100", o.runs)
+	case o.degrade < 0 || o.degrade == 1 || int64(o.degrade) > o.rate/1e6:
+		return o, fmt.Errorf("--degrade %d: want 0 or 2..link/1M", o.degrade)
+	}
+	if o.rto == 0 {
+		o.rto = max(time.Millisecond, 4*3*8*time.Duration(1500*8*1e9/o.rate))
+	}
+	return o, nil
+}
+
+// lsFlow is one flow of a run.
+type lsFlow struct {
+	From     int     `json:"from"`
+	To       int     `json:"to"`
+	Mbps     float64 `json:"mbps"`
+	Fraction float64 `json:"fraction_of_link"`
+	Verified bool    `json:"sha256_verified"`
+}
+
+// lsLink is one leaf-spine link's counters over a run.
+type lsLink struct {
+	Name string `json:"name"`
+	// Offered counts the frames that arrived at the link's queues (NDP and
+	// other), Frames those it carried (trimmed headers included).
+	Offered uint64 `json:"offered"`
+	Frames  uint64 `json:"frames"`
+	Bytes   uint64 `json:"bytes"`
+	Trimmed uint64 `json:"ndp_trimmed"`
+	Drops   uint64 `json:"tcp_drops"`
+}
+
+type lsRun struct {
+	Transport string   `json:"transport"`
+	Run       int      `json:"run"`
+	Flows     []lsFlow `json:"flows"`
+	Links     []lsLink `json:"spine_links"`
+	// NDP: the senders' scoreboard exclusions and NACKs, summed.
+	PathsExcluded uint64 `json:"paths_excluded,omitempty"`
+	NacksIn       uint64 `json:"nacks_in,omitempty"`
+	Retransmits   uint64 `json:"retransmits,omitempty"`
+	// Kernel TCP: the senders' retransmissions.
+	TCP *tcpCounters `json:"tcp_counters,omitempty"`
+	// The switch thread's CPU time over the run.
+	SwitchCPUSeconds float64 `json:"switch_cpu_seconds"`
+}
+
+type lsSummary struct {
+	Transport      string  `json:"transport"`
+	MedianFlowMbps float64 `json:"median_flow_mbps"`
+	MinFlowMbps    float64 `json:"min_flow_mbps"`
+	MedianFraction float64 `json:"median_fraction_of_link"`
+	MinFraction    float64 `json:"min_fraction_of_link"`
+}
+
+type leafSpineOutput struct {
+	LinkBps      int64       `json:"link_bps"`
+	Leaves       int         `json:"leaves"`
+	HostsPerLeaf int         `json:"hosts_per_leaf"`
+	Spines       int         `json:"spines"`
+	Degraded     string      `json:"degraded_link,omitempty"`
+	Size         int64       `json:"size_bytes"`
+	Summary      []lsSummary `json:"summary"`
+	Runs         []lsRun     `json:"runs"`
+	CPUs         int         `json:"cpus"`
+	Setup        string      `json:"setup"`
+}
+
+func runLeafSpine(args []string) error {
+	o, err := parseLeafSpineFlags(args)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, AF_XDP)")
+	}
+	fmt.Fprintln(os.Stderr, "ndpperf leafspine: building the leaf-spine testbed...")
+	out, err := leafSpineTestbed(o)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(out)
+	}
+	printLeafSpine(out)
+	return nil
+}
+
+func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
+	out := leafSpineOutput{LinkBps: o.rate, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
+	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue}
+	if o.degrade > 0 {
+		r := o.rate / int64(o.degrade)
+		cfg.LinkRates = []softswitch.LinkRate{{Leaf: 1, Spine: 1, Up: r, Down: r}}
+		out.Degraded = fmt.Sprintf("leaf1-spine1 at %s b/s (1/%d)", formatRate(float64(r)), o.degrade)
+	}
+	out.Setup = fmt.Sprintf("2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths), kernel TCP cubic; receivers hash",
+		o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf)
+	tb, err := testbed.New()
+	if err != nil {
+		return out, err
+	}
+	defer tb.Close()
+	star, err := softswitch.NewLeafSpine(tb, softswitch.LeafSpineConfig{Leaves: 2, HostsPerLeaf: o.perLeaf, Switch: cfg})
+	if err != nil {
+		return out, err
+	}
+	payload, sum := throughputPayload(o.size)
+	for r := 1; r <= o.runs; r++ {
+		nr, err := leafSpineRun(star, o, "ndp", payload, sum)
+		if err != nil {
+			return out, fmt.Errorf("ndp run %d: %w", r, err)
+		}
+		nr.Run = r
+		out.Runs = append(out.Runs, nr)
+		if o.tcp {
+			tr, err := leafSpineRun(star, o, "tcp", payload, sum)
+			if err != nil {
+				return out, fmt.Errorf("tcp run %d: %w", r, err)
+			}
+			tr.Run = r
+			out.Runs = append(out.Runs, tr)
+		}
+	}
+	for _, t := range []string{"ndp", "tcp"} {
+		var mbps []float64
+		for _, r := range out.Runs {
+			if r.Transport == t {
+				for _, f := range r.Flows {
+					mbps = append(mbps, f.Mbps)
+				}
+			}
+		}
+		if len(mbps) == 0 {
+			continue
+		}
+		sort.Float64s(mbps)
+		med := mbps[len(mbps)/2]
+		out.Summary = append(out.Summary, lsSummary{Transport: t, MedianFlowMbps: med, MinFlowMbps: mbps[0],
+			MedianFraction: med * 1e6 / float64(o.rate), MinFraction: mbps[0] * 1e6 / float64(o.rate)})
+	}
+	return out, nil
+}
+
+// leafSpineRun runs one permutation with transport "ndp" (stacks opened for
+// the run and closed after it) or "tcp".
+func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payload []byte, sum [32]byte) (lsRun, error) {
+	n := len(star.Hosts)
+	run := lsRun{Transport: transport}
+	deadline := time.Now().Add(throughputTimeout(o.size * int64(n)))
+	var (
+		stacks  []*sockapi.Stack
+		listen  = make([]func() (io.ReadCloser, error), n)
+		dial    = make([]func() (io.WriteCloser, error), n)
+		tcpBase tcpCounters
+	)
+	defer func() {
+		for _, s := range stacks {
+			s.Close()
+		}
+	}()
+	addr := func(i int) string { return star.Hosts[i].Link.Addr.Addr().String() }
+	for i, h := range star.Hosts {
+		dst := (i + o.perLeaf) % n
+		switch transport {
+		case "ndp":
+			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto})
+			if err != nil {
+				return run, err
+			}
+			stacks = append(stacks, s)
+			l, err := s.Listen(9)
+			if err != nil {
+				return run, err
+			}
+			defer l.Close()
+			l.SetDeadline(deadline)
+			listen[i] = func() (io.ReadCloser, error) { return l.AcceptNDP() }
+			dial[i] = func() (io.WriteCloser, error) {
+				return s.Dial(context.Background(), addr(dst)+":9", sockapi.WithDialTimeout(5*time.Second))
+			}
+		default:
+			var ln net.Listener
+			if err := h.NS.Do(func() (err error) {
+				ln, err = net.Listen("tcp4", addr(i)+":9913")
+				return err
+			}); err != nil {
+				return run, err
+			}
+			defer ln.Close()
+			listen[i] = func() (io.ReadCloser, error) { return ln.Accept() }
+			dial[i] = func() (io.WriteCloser, error) {
+				var c net.Conn
+				err := h.NS.Do(func() (err error) {
+					c, err = net.DialTimeout("tcp4", addr(dst)+":9913", 5*time.Second)
+					return err
+				})
+				return c, err
+			}
+			c, err := readTCPCounters(h.NS)
+			if err != nil {
+				return run, err
+			}
+			tcpBase = tcpBase.add(c)
+		}
+	}
+	before := star.Switch.Stats()
+	got := make([]received, n)
+	sendErr := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range star.Hosts {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			c, err := listen[i]()
+			if err != nil {
+				got[i] = received{err: err}
+				return
+			}
+			defer c.Close()
+			if d, ok := c.(interface{ SetDeadline(time.Time) error }); ok {
+				d.SetDeadline(deadline)
+			}
+			got[i] = readAndHash(c)
+		}()
+		go func() {
+			defer wg.Done()
+			sendErr[i] = leafSpineSend(dial[i], payload, deadline)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(sendErr...); err != nil {
+		return run, err
+	}
+	// Let the switch publish its counters (it does within a millisecond of going idle).
+	time.Sleep(20 * time.Millisecond)
+	d := star.Switch.Stats().Sub(before)
+	for i := range star.Hosts {
+		from := (i - o.perLeaf + n) % n
+		r, err := finishRun(transport, start, got[i], o.size, sum)
+		if err != nil {
+			return run, fmt.Errorf("flow %d->%d: %w", from, i, err)
+		}
+		run.Flows = append(run.Flows, lsFlow{From: from, To: i, Mbps: r.Mbps, Fraction: r.Mbps * 1e6 / float64(o.rate), Verified: r.Verified})
+	}
+	for _, p := range d.Ports {
+		if strings.Contains(p.Name, ">") {
+			run.Links = append(run.Links, lsLink{Name: p.Name, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Bytes: p.TxBytes, Trimmed: p.NDP.Trimmed, Drops: p.OtherDrops})
+		}
+	}
+	run.SwitchCPUSeconds = d.CPUSeconds
+	for _, s := range stacks {
+		c := stackCounters(s)
+		run.PathsExcluded += c.PathsExcluded
+		run.NacksIn += c.NacksIn
+		run.Retransmits += c.Retransmits
+	}
+	if transport == "tcp" {
+		var after tcpCounters
+		for _, h := range star.Hosts {
+			c, err := readTCPCounters(h.NS)
+			if err != nil {
+				return run, err
+			}
+			after = after.add(c)
+		}
+		tc := after.sub(tcpBase)
+		run.TCP = &tc
+	}
+	return run, nil
+}
+
+// leafSpineSend dials, writes payload, half-closes and waits for the
+// receiver's close.
+func leafSpineSend(dial func() (io.WriteCloser, error), payload []byte, deadline time.Time) error {
+	c, err := dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	type deadliner interface{ SetDeadline(time.Time) error }
+	if d, ok := c.(deadliner); ok {
+		d.SetDeadline(deadline)
+	}
+	if _, err := c.Write(payload); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.New("connection cannot half-close")
+	}
+	if err := cw.CloseWrite(); err != nil {
+		return err
+	}
+	if r, ok := c.(io.Reader); ok {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return fmt.Errorf("reading the receiver's close: %w", err)
+		}
+	}
+	return nil
+}
+
+func printLeafSpine(out leafSpineOutput) {
+	fmt.Printf("Permutation across a leaf-spine fabric: %s\n", out.Setup)
+	if out.Degraded != "" {
+		fmt.Printf("degraded: %s\n", out.Degraded)
+	}
+	for _, r := range out.Runs {
+		fmt.Printf("%s run %d: flows", r.Transport, r.Run)
+		for _, f := range r.Flows {
+			fmt.Printf("  %d->%d %.0f Mb/s (%.2f)", f.From, f.To, f.Mbps, f.Fraction)
+		}
+		fmt.Println()
+		fmt.Printf("  spine links (offered/frames/bytes/trimmed/tcp drops):")
+		for _, l := range r.Links {
+			fmt.Printf("  %s %d/%d/%d/%d/%d", l.Name, l.Offered, l.Frames, l.Bytes, l.Trimmed, l.Drops)
+		}
+		fmt.Printf("\n  switch CPU %.2f s\n", r.SwitchCPUSeconds)
+		if r.Transport == "ndp" {
+			fmt.Printf("  paths excluded %d, nacks %d, retransmits %d\n", r.PathsExcluded, r.NacksIn, r.Retransmits)
+		} else if r.TCP != nil {
+			fmt.Printf("  retransmitted segments %d, timeouts %d\n", r.TCP.RetransSegs, r.TCP.Timeouts)
+		}
+	}
+	fmt.Printf("%-6s %16s %12s %16s %13s\n", "", "median_flow_Mb/s", "min_Mb/s", "median_fraction", "min_fraction")
+	for _, s := range out.Summary {
+		fmt.Printf("%-6s %16.1f %12.1f %16.3f %13.3f\n", s.Transport, s.MedianFlowMbps, s.MinFlowMbps, s.MedianFraction, s.MinFraction)
+	}
+}

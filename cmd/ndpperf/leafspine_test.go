@@ -1,0 +1,55 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+)
+
+func TestParseLeafSpineFlags(t *testing.T) {
+	o, err := parseLeafSpineFlags([]string{"--link", "1G", "--spines", "4", "--degrade", "10"})
+	if err != nil || o.rate != 1e9 || o.spines != 4 || o.degrade != 10 || o.rto <= 0 || o.hostQueue != 256 {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--spines", "1"}}, {[]string{"--degrade", "1"}}, {[]string{"--hosts-per-leaf", "0"}},
+		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}},
+	} {
+		if _, err := parseLeafSpineFlags(tc.args); err == nil {
+			t.Errorf("%q accepted", tc.args)
+		}
+	}
+}
+
+// TestLeafSpineTestbed runs one small permutation of each transport through
+// a two-spine fabric: every flow verified, both spines carry NDP frames.
+func TestLeafSpineTestbed(t *testing.T) {
+	testbed.RequireRoot(t)
+	o, err := parseLeafSpineFlags([]string{"--link", "200M", "--size", "256KiB", "--runs", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := leafSpineTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Runs) != 2 || len(out.Summary) != 2 {
+		t.Fatalf("runs %+v", out.Runs)
+	}
+	for _, r := range out.Runs {
+		if len(r.Flows) != 4 {
+			t.Fatalf("%s: %d flows", r.Transport, len(r.Flows))
+		}
+		for _, f := range r.Flows {
+			if !f.Verified || f.Fraction <= 0 {
+				t.Errorf("%s flow %+v", r.Transport, f)
+			}
+		}
+	}
+	for _, l := range out.Runs[0].Links {
+		if strings.HasPrefix(l.Name, "leaf") && l.Frames == 0 {
+			t.Errorf("ndp: %s carried nothing", l.Name)
+		}
+	}
+}
