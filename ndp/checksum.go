@@ -66,9 +66,16 @@ func ipv4HeaderChecksum(h []byte) uint16 {
 // UDP header+payload udp (whose checksum field must be zero). A computed
 // value of 0 is sent as 0xffff (RFC 768).
 func udpChecksum(src, dst []byte, udp []byte) uint16 {
+	return udpChecksumPrefix(src, dst, udp, len(udp))
+}
+
+// udpChecksumPrefix is udpChecksum of a datagram of udpLen bytes whose bytes
+// past the prefix are all zero (Config.ZeroPayload): zero words add nothing
+// to the sum, so only the prefix is read.
+func udpChecksumPrefix(src, dst []byte, prefix []byte, udpLen int) uint16 {
 	acc := uint64(binary.BigEndian.Uint32(src)) + uint64(binary.BigEndian.Uint32(dst)) +
-		uint64(17) + uint64(len(udp))
-	cs := ^fold(sumBytes(acc, udp))
+		uint64(17) + uint64(udpLen)
+	cs := ^fold(sumBytes(acc, prefix))
 	if cs == 0 {
 		cs = 0xffff
 	}
@@ -77,9 +84,15 @@ func udpChecksum(src, dst []byte, udp []byte) uint16 {
 
 // udpChecksumValid verifies a received UDP datagram (checksum field included).
 func udpChecksumValid(src, dst []byte, udp []byte) bool {
+	return udpChecksumValidPrefix(src, dst, udp, len(udp))
+}
+
+// udpChecksumValidPrefix is udpChecksumValid for a datagram of udpLen bytes
+// whose bytes past the prefix are taken to be zero (Config.ZeroPayload).
+func udpChecksumValidPrefix(src, dst []byte, prefix []byte, udpLen int) bool {
 	acc := uint64(binary.BigEndian.Uint32(src)) + uint64(binary.BigEndian.Uint32(dst)) +
-		uint64(17) + uint64(len(udp))
-	return fold(sumBytes(acc, udp)) == 0xffff
+		uint64(17) + uint64(udpLen)
+	return fold(sumBytes(acc, prefix)) == 0xffff
 }
 
 // SetIPv4Word writes v at byte offset off (even, inside the 20-byte header)

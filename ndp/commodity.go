@@ -46,10 +46,12 @@ func (c CommodityTrim) valid() bool {
 	return true
 }
 
-// commodityParse is CommodityTrim as the parser uses it.
+// commodityParse is CommodityTrim as the parser uses it, and whether the
+// endpoint takes payloads to be zero (Config.ZeroPayload).
 type commodityParse struct {
-	trimMask uint64 // bit d set: DSCP d marks a commodity-trimmed frame
-	dataTOS  byte   // DataDSCP << 2
+	trimMask    uint64 // bit d set: DSCP d marks a commodity-trimmed frame
+	dataTOS     byte   // DataDSCP << 2
+	zeroPayload bool   // verify the UDP checksum of a zero payload
 }
 
 func (c CommodityTrim) parse() commodityParse {

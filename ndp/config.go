@@ -129,6 +129,19 @@ type Config struct {
 	// Commodity recognises frames trimmed by switches that know nothing of
 	// NDP and marks frames for them (CommodityTrim). The zero value is off.
 	Commodity CommodityTrim
+	// ZeroPayload is for simulators: the endpoint carries stream lengths,
+	// not bytes, and every payload byte is taken to be zero. Write reads
+	// only len(p); a DATA frame's payload region is left as the caller's
+	// buffer held it and its UDP checksum is the one a zero payload has;
+	// received frames' checksums are verified the same way without reading
+	// their payload; Read reports its count without writing p. Frames have
+	// the lengths they have with bytes, so every decision (windows, pulls,
+	// trimming, timers) is the same as with bytes: a simulated run makes
+	// the same events. No send or receive buffer is allocated. Never set it
+	// on a stack whose frames reach a real network (their payload is
+	// whatever the buffer held, and fails other receivers' checksums).
+	// Off by default.
+	ZeroPayload bool
 	// Seed seeds the deterministic PRNG (path permutations, connection ids,
 	// initial sequence numbers). Zero is a valid seed.
 	Seed uint64

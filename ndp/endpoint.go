@@ -81,6 +81,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		nextEphemeral: 49152,
 	}
 	e.timers = timerHeap{idx: make([]int32, 0, cfg.MaxConns), conns: &e.conns}
+	e.commodity.zeroPayload = cfg.ZeroPayload
 	return e, nil
 }
 

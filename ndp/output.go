@@ -290,7 +290,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	}
 	n := int(d.n)
 	s.copyOut(b[HeaderOverhead:HeaderOverhead+n], d.off)
-	writeHeaders(b, &c.remote.MAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &c.remote.IP, c.udpSrc(path), e.cfg.UDPPort, &hd, n)
+	writeHeaders(b, &c.remote.MAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &c.remote.IP, c.udpSrc(path), e.cfg.UDPPort, &hd, n, e.cfg.ZeroPayload)
 	if e.commodity.trimMask != 0 {
 		if n > 0 {
 			setDSCP(b, e.cfg.Commodity.DataDSCP)
@@ -314,7 +314,7 @@ func (e *Endpoint) buildCtl(b []byte, cf *ctlFrame) int {
 		Seq: cf.seq, PullCounter: cf.pull, PathID: cf.pathID, Priority: cf.prio, Code: cf.code,
 		SynOffset: cf.synOff, PayloadLen: cf.plen, Offset: cf.off,
 	}
-	writeHeaders(b, &cf.dstMAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &cf.dstIP, cf.udpSrc, e.cfg.UDPPort, &hd, 0)
+	writeHeaders(b, &cf.dstMAC, &e.cfg.LocalMAC, &e.cfg.LocalIP, &cf.dstIP, cf.udpSrc, e.cfg.UDPPort, &hd, 0, false)
 	if e.commodity.trimMask != 0 {
 		setDSCP(b, e.cfg.Commodity.ControlDSCP)
 	}

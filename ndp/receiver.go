@@ -50,7 +50,7 @@ type byteRange struct{ start, end uint64 }
 const maxRanges = 64
 
 func newReceiver(cfg *Config, prealloc bool) receiver {
-	return receiver{buf: newStreamBuf(cfg.RecvBuffer, prealloc)}
+	return receiver{buf: newStreamBuf(cfg.RecvBuffer, prealloc, cfg.ZeroPayload)}
 }
 
 func (r *receiver) reset() {

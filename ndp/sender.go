@@ -146,7 +146,7 @@ type sender struct {
 
 func newSender(cfg *Config, prealloc bool) sender {
 	return sender{
-		buf:  newStreamBuf(cfg.SendBuffer, prealloc),
+		buf:  newStreamBuf(cfg.SendBuffer, prealloc, cfg.ZeroPayload),
 		pkts: make([]pktDesc, maxWindowPkts),
 	}
 }

@@ -12,7 +12,7 @@ import (
 func TestStreamBufGrowsAcrossWrap(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, limit := range []int{1000, 16 << 10, 100_000, 256 << 10} {
-		b := newStreamBuf(limit, false)
+		b := newStreamBuf(limit, false, false)
 		var lo, hi uint64
 		var ref []byte // bytes [lo, hi)
 		src := pattern(7, 4*limit)

@@ -213,7 +213,11 @@ func parseFrame(b []byte, f *Frame, cp *commodityParse) error {
 	if binary.BigEndian.Uint16(udp[6:]) == 0 {
 		return parseErrors.udpZeroCsum
 	}
-	if !udpChecksumValid(ip[12:16], ip[16:20], udp) {
+	sum := udp
+	if cp != nil && cp.zeroPayload {
+		sum = udp[:min(len(udp), udpHeaderLen+NDPHeaderLen)]
+	}
+	if !udpChecksumValidPrefix(ip[12:16], ip[16:20], sum, len(udp)) {
 		return parseErrors.udpCsum
 	}
 	h := udp[udpHeaderLen:]
@@ -310,13 +314,15 @@ func BuildFrame(b []byte, f *Frame) (int, error) {
 		return 0, ErrBufferTooSmall
 	}
 	copy(b[offPayload:], f.Payload[:plen])
-	writeHeaders(b, &f.DstMAC, &f.SrcMAC, &f.SrcIP, &f.DstIP, f.SrcPort, f.DstPort, &hd, plen)
+	writeHeaders(b, &f.DstMAC, &f.SrcMAC, &f.SrcIP, &f.DstIP, f.SrcPort, f.DstPort, &hd, plen, false)
 	return n, nil
 }
 
 // writeHeaders writes Ethernet, IPv4, UDP and NDP headers in front of a
-// payload of plen bytes already at b[HeaderOverhead:], and both checksums.
-func writeHeaders(b []byte, dstMAC, srcMAC *[6]byte, srcIP, dstIP *[4]byte, srcPort, dstPort uint16, hd *Header, plen int) {
+// payload of plen bytes already at b[HeaderOverhead:], and both checksums;
+// with zeroPayload the UDP checksum is that of a zero payload and the
+// payload bytes are not read (Config.ZeroPayload).
+func writeHeaders(b []byte, dstMAC, srcMAC *[6]byte, srcIP, dstIP *[4]byte, srcPort, dstPort uint16, hd *Header, plen int, zeroPayload bool) {
 	_ = b[HeaderOverhead-1]
 	copy(b[offEthDst:], dstMAC[:])
 	copy(b[offEthSrc:], srcMAC[:])
@@ -339,7 +345,11 @@ func writeHeaders(b []byte, dstMAC, srcMAC *[6]byte, srcIP, dstIP *[4]byte, srcP
 	binary.BigEndian.PutUint16(udp[4:], uint16(len(udp)))
 	udp[6], udp[7] = 0, 0
 	encodeHeader(b[offNDP:offPayload], hd)
-	binary.BigEndian.PutUint16(udp[6:], udpChecksum(ip[12:16], ip[16:20], udp))
+	sum := udp
+	if zeroPayload {
+		sum = udp[:udpHeaderLen+NDPHeaderLen]
+	}
+	binary.BigEndian.PutUint16(udp[6:], udpChecksumPrefix(ip[12:16], ip[16:20], sum, len(udp)))
 }
 
 // ParseHeader decodes and checks a bare NDP header (as carried in a UDP

@@ -17,8 +17,15 @@
 //	         callbacks of the workload (send a pattern, verify what arrives)
 //	Network  hosts, switches and links of one topology: Star (every host on one
 //	         switch) or Clos (a k-ary FatTree, or a two-tier leaf-spine)
-//	Workload flows between hosts; every received byte is checked against the sender's
+//	Workload flows between hosts; every flow's bytes are counted in, and with
+//	         Params.CheckBytes each received byte is checked against the sender's
 //	         deterministic pattern
+//
+// Payload: by default the endpoints carry lengths, not bytes (ndp.Config.ZeroPayload):
+// frames have their full lengths, so serialization, queues, trimming and every protocol
+// decision are those of real payloads, but no payload byte is written, copied,
+// checksummed or read. Params.CheckBytes (ndpsim --check-bytes) carries and checks real
+// bytes; both make the same events (TestGoldenResults runs every case both ways).
 //
 // A frame's journey in a FatTree: the sender's endpoint builds it into a buffer when
 // the host's NIC link goes idle (as a real NIC's descriptor ring would); the link

@@ -31,25 +31,27 @@ type TransferConfig struct {
 
 // Result summarizes a run. Times are microseconds.
 type Result struct {
-	Experiment    string  `json:"experiment"`
-	Topology      string  `json:"topology"`
-	Hosts         int     `json:"hosts"`
-	Paths         int     `json:"paths"` // UDP source ports each connection sprays over
-	Flows         int     `json:"flows"`
-	SizeBytes     int64   `json:"size_bytes"`
-	LinkGbps      float64 `json:"link_gbps"`
-	MTU           int     `json:"mtu"`
-	Queue         int     `json:"queue"`
-	IW            int     `json:"iw"`
-	Completed     int     `json:"completed"`
-	Failed        int     `json:"failed"`
-	FirstFCTus    float64 `json:"first_fct_us"`
-	MedianFCTus   float64 `json:"median_fct_us"`
-	LastFCTus     float64 `json:"last_fct_us"`
-	OptimalUs     float64 `json:"optimal_us"`
-	OverheadPct   float64 `json:"overhead_pct"`
-	GoodputGbps   float64 `json:"goodput_gbps"`
-	BytesVerified bool    `json:"bytes_verified"`
+	Experiment  string  `json:"experiment"`
+	Topology    string  `json:"topology"`
+	Hosts       int     `json:"hosts"`
+	Paths       int     `json:"paths"` // UDP source ports each connection sprays over
+	Flows       int     `json:"flows"`
+	SizeBytes   int64   `json:"size_bytes"`
+	LinkGbps    float64 `json:"link_gbps"`
+	MTU         int     `json:"mtu"`
+	Queue       int     `json:"queue"`
+	IW          int     `json:"iw"`
+	Completed   int     `json:"completed"`
+	Failed      int     `json:"failed"`
+	FirstFCTus  float64 `json:"first_fct_us"`
+	MedianFCTus float64 `json:"median_fct_us"`
+	LastFCTus   float64 `json:"last_fct_us"`
+	OptimalUs   float64 `json:"optimal_us"`
+	OverheadPct float64 `json:"overhead_pct"`
+	GoodputGbps float64 `json:"goodput_gbps"`
+	// BytesVerified: every flow delivered all its bytes, in order, and EOF; with
+	// Params.CheckBytes each byte was also compared with what was sent.
+	BytesVerified bool `json:"bytes_verified"`
 	// Switch counters.
 	Trimmed     uint64 `json:"trimmed"`
 	Bounced     uint64 `json:"bounced"`

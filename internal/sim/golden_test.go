@@ -66,19 +66,19 @@ func TestGoldenResults(t *testing.T) {
 	cases := []struct {
 		name  string
 		want  string
-		build func(t *testing.T) (*Network, []*Flow)
+		build func(t *testing.T, bytes bool) (*Network, []*Flow)
 	}{
-		{"star incast 7x300KB", "4775da4705c779206447cad5", func(t *testing.T) (*Network, []*Flow) {
-			st, err := NewStar(withHosts(paperStar(9000), 8))
+		{"star incast 7x300KB", "4775da4705c779206447cad5", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+			st, err := NewStar(withHosts(paperStar(9000), 8, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3, 4, 5, 6, 7}, 0, 300_000)
 		}},
-		{"star incast 40x135KB bounces", "7107c57d3a2e6787fc16cb8c", func(t *testing.T) (*Network, []*Flow) {
+		{"star incast 40x135KB bounces", "7107c57d3a2e6787fc16cb8c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(9000)
 			cfg.Fabric.HeaderQueueBytes = 2000
-			st, err := NewStar(withHosts(cfg, 41))
+			st, err := NewStar(withHosts(cfg, 41, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,30 +88,30 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows(src, 0, 135_000)
 		}},
-		{"star faulty transfer 1500", "552c1cda8646b94272f941ea", func(t *testing.T) (*Network, []*Flow) {
+		{"star faulty transfer 1500", "552c1cda8646b94272f941ea", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Endpoint.RTO = 200 * time.Microsecond
 			cfg.Faults = Faults{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
-			st, err := NewStar(withHosts(cfg, 2))
+			st, err := NewStar(withHosts(cfg, 2, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1}, 0, 1_000_000)
 		}},
-		{"star hull gamma 0.9 phantom", "58bded2716c4d16760145cec", func(t *testing.T) (*Network, []*Flow) {
+		{"star hull gamma 0.9 phantom", "58bded2716c4d16760145cec", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Gamma: 0.9}
 			cfg.Fabric.PhantomRate = 0.9 * cfg.LinkRate
-			st, err := NewStar(withHosts(cfg, 4))
+			st, err := NewStar(withHosts(cfg, 4, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3}, 0, 500_000)
 		}},
-		{"star d3 deadlines", "06cbdf1e96205ce2bd5271c8", func(t *testing.T) (*Network, []*Flow) {
+		{"star d3 deadlines", "06cbdf1e96205ce2bd5271c8", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}
-			st, err := NewStar(withHosts(cfg, 9))
+			st, err := NewStar(withHosts(cfg, 9, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,17 +122,19 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, flows
 		}},
-		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T) (*Network, []*Flow) {
-			return goldenPermutation(t, ECMPPath)
+		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "ea6f1c194b06c3a40b928297", func(t *testing.T) (*Network, []*Flow) {
-			return goldenPermutation(t, ECMPHash)
+		{"fattree k4 permutation hash", "ea6f1c194b06c3a40b928297", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPHash, bytes)
 		}},
-		{"fattree k4 permutation random", "542366cd17335697d35a70f1", func(t *testing.T) (*Network, []*Flow) {
-			return goldenPermutation(t, ECMPRandom)
+		{"fattree k4 permutation random", "542366cd17335697d35a70f1", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+			return goldenPermutation(t, ECMPRandom, bytes)
 		}},
-		{"fattree k4 incast 15x135KB", "a5ea695399d76c6b49e3ab01", func(t *testing.T) (*Network, []*Flow) {
-			c, err := NewClos(fatTree(4, ECMPHash))
+		{"fattree k4 incast 15x135KB", "a5ea695399d76c6b49e3ab01", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+			ft := fatTree(4, ECMPHash)
+			ft.Params.CheckBytes = bytes
+			c, err := NewClos(ft)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -143,25 +145,38 @@ func TestGoldenResults(t *testing.T) {
 			return c.Network, goldenFlows(src, 0, 135_000)
 		}},
 	}
+	// Every case runs twice: with the endpoints carrying lengths only (ndp's
+	// ZeroPayload, the default) and with real payload bytes each checked by the
+	// receiver (CheckBytes). Both make the same events and reach the same digest.
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			n, flows := tc.build(t)
-			r, w, err := run(n, flows, 0, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := digest(t, n, w, r)
-			if got != tc.want {
-				t.Errorf("digest %s, want %s (events %d, last FCT %.3f us, verified %v)", got, tc.want, r.Events, r.LastFCTus, r.BytesVerified)
-			}
-		})
+		for _, bytes := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/bytes=%v", tc.name, bytes), func(t *testing.T) {
+				n, flows := tc.build(t, bytes)
+				if n.CheckBytes() != (bytes || n.p.Faults.Corrupt > 0) {
+					t.Fatalf("CheckBytes() = %v with CheckBytes %v", n.CheckBytes(), bytes)
+				}
+				r, w, err := run(n, flows, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := digest(t, n, w, r)
+				if got != tc.want {
+					t.Errorf("digest %s, want %s (events %d, last FCT %.3f us, verified %v)", got, tc.want, r.Events, r.LastFCTus, r.BytesVerified)
+				}
+			})
+		}
 	}
 }
 
-func withHosts(c StarConfig, n int) StarConfig { c.Hosts = n; return c }
+func withHosts(c StarConfig, n int, bytes bool) StarConfig {
+	c.Hosts, c.CheckBytes = n, bytes
+	return c
+}
 
-func goldenPermutation(t *testing.T, ecmp ECMPMode) (*Network, []*Flow) {
-	c, err := NewClos(fatTree(4, ecmp))
+func goldenPermutation(t *testing.T, ecmp ECMPMode, bytes bool) (*Network, []*Flow) {
+	ft := fatTree(4, ecmp)
+	ft.Params.CheckBytes = bytes
+	c, err := NewClos(ft)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ type Faults struct {
 	Loss      float64 // the frame vanishes
 	Duplicate float64 // the frame arrives twice
 	Reorder   float64 // the frame is held back by a random extra delay up to ReorderDelay
-	Corrupt   float64 // one random byte of the frame is flipped
+	Corrupt   float64 // one random byte of the frame is flipped (the hosts must carry bytes: Params.CheckBytes)
 	// ReorderDelay bounds the extra delay of reordered frames. Zero means 10 µs.
 	ReorderDelay ndp.Time
 }

@@ -27,6 +27,14 @@ type Params struct {
 	// Faults apply to every link in both directions.
 	Faults Faults
 	Seed   uint64
+	// CheckBytes makes the hosts carry real payload bytes and the workloads check every
+	// byte received against the sender's pattern. Off, the endpoints carry lengths only
+	// (ndp.Config.ZeroPayload: no payload is written, copied or checksummed) and a
+	// workload checks that every byte arrived by count; frames have the same lengths
+	// either way, so a run makes the same events with the same results. Links that
+	// corrupt frames (Faults.Corrupt) need bytes to damage: a network with Corrupt set
+	// carries them regardless.
+	CheckBytes bool
 	// Progress, when set, is called every ProgressEvery events of a run (a
 	// command shows it to a person waiting for a long run; nil costs nothing).
 	Progress      func(Progress)
@@ -56,6 +64,7 @@ type Network struct {
 	topology string
 	p        Params
 	mtu      int
+	bytes    bool    // hosts carry and check payload bytes (Params.CheckBytes)
 	down     []*Link // down[i] is the switch's link into host i
 	ports    int     // switch ports created so far (seeds their trim coins)
 	// hops reports the links on a shortest path between hosts a and b.
@@ -84,10 +93,12 @@ func newNetwork(topology string, p Params, hosts int) (*Network, error) {
 		mtu = 1500
 	}
 	s := New(p.Seed, mtu+14+64)
-	n := &Network{Sim: s, topology: topology, p: p, mtu: mtu, down: make([]*Link, hosts)}
+	n := &Network{Sim: s, topology: topology, p: p, mtu: mtu, down: make([]*Link, hosts),
+		bytes: p.CheckBytes || p.Faults.Corrupt > 0}
 	for i := 0; i < hosts; i++ {
 		ec := p.Endpoint
 		ec.LocalMAC, ec.LocalIP = HostMAC(i), HostIP(i)
+		ec.ZeroPayload = !n.bytes
 		ec.Seed = p.Seed*1000003 + uint64(i)
 		ep, err := ndp.NewEndpoint(ec)
 		if err != nil {
@@ -180,6 +191,10 @@ func (n *Network) DownLink(i int) *Link { return n.down[i] }
 
 // Hops reports the number of links on a shortest path from host a to host b.
 func (n *Network) Hops(a, b int) int { return n.hops(a, b) }
+
+// CheckBytes reports whether the hosts carry payload bytes and workloads check them
+// (Params.CheckBytes).
+func (n *Network) CheckBytes() bool { return n.bytes }
 
 // MTU is the hosts' IPv4 MTU.
 func (n *Network) MTU() int { return n.mtu }

@@ -21,6 +21,8 @@ type StarConfig struct {
 	// Faults apply to every link in both directions.
 	Faults Faults
 	Seed   uint64
+	// CheckBytes: Params.CheckBytes.
+	CheckBytes bool
 	// Progress, when set, is called every ProgressEvery events of a run.
 	Progress      func(Progress)
 	ProgressEvery uint64 // 0 means DefaultProgressEvery
@@ -30,7 +32,7 @@ type StarConfig struct {
 // topology with the same ones.
 func (c StarConfig) Params() Params {
 	return Params{LinkRate: c.LinkRate, LinkDelay: c.LinkDelay, Endpoint: c.Endpoint,
-		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed, Progress: c.Progress, ProgressEvery: c.ProgressEvery}
+		Pulls: c.Pulls, Fabric: c.Fabric, Faults: c.Faults, Seed: c.Seed, CheckBytes: c.CheckBytes, Progress: c.Progress, ProgressEvery: c.ProgressEvery}
 }
 
 // Star is a built star topology.

@@ -17,8 +17,8 @@ type Flow struct {
 	Opts     ndp.DialOptions // LocalPort is set by the workload
 
 	Sent     int64    // bytes the sender's endpoint accepted
-	Received int64    // bytes the receiving app read, each checked
-	Corrupt  bool     // a byte differed from what was sent
+	Received int64    // bytes the receiving app read, each checked with Params.CheckBytes
+	Corrupt  bool     // a byte differed from what was sent (or more than Size arrived)
 	Done     bool     // the receiver read EOF after Size bytes, or the flow failed
 	End      ndp.Time // when Done became true
 	Err      error    // why the flow failed, if it did
@@ -144,7 +144,10 @@ func (w *Workload) start(f *Flow) {
 func (w *Workload) pump(h *Host, f *Flow) {
 	now := w.st.Sim.now
 	for f.Sent < f.Size {
-		b := f.nextPattern()
+		b := w.scratch[:min(f.Size-f.Sent, int64(len(w.scratch)))] // ZeroPayload: only the length is read
+		if w.st.bytes {
+			b = f.nextPattern()
+		}
 		m, err := h.EP.Write(f.sendConn, b, now)
 		f.Sent += int64(m)
 		if err != nil {
@@ -183,7 +186,7 @@ func (a *hostApp) Readable(h *Host, c ndp.Handle) {
 	for {
 		n, err := h.EP.Read(c, w.scratch)
 		if n > 0 {
-			if f.Received+int64(n) > f.Size || checkPattern(w.scratch[:n], f.ID, f.Received) >= 0 {
+			if f.Received+int64(n) > f.Size || w.st.bytes && checkPattern(w.scratch[:n], f.ID, f.Received) >= 0 {
 				f.Corrupt = true
 			}
 			f.Received += int64(n)
