@@ -254,7 +254,7 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 		if d.state == pktInflight || d.state == pktRtxQueued {
 			// Karn's rule, told apart by path (pktDesc.rttSample, rtt.go)
 			if m, spurious, ok := d.rttSample(h, now); ok {
-				e.rttSample(c, m, now)
+				e.rttSample(c, m, now, spurious)
 				if spurious {
 					e.stats.SpuriousRTOs++
 				}

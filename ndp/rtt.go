@@ -29,8 +29,9 @@ import (
 // would time the probe).
 //
 // Estimate. SRTT with gain 1/8 and the first sample R giving SRTT = R,
-// RTTVAR = R/2, as in RFC 6298; base RTO = clamp(SRTT + max(G, 4*RTTVAR),
-// Config.RTO, Config.MaxRTO) with G = rttGranularity. NDP ACKs every packet,
+// RTTVAR = R/2, as in RFC 6298; base RTO = clamp(max(SRTT + max(G, 4*RTTVAR),
+// 2*late), Config.RTO, Config.MaxRTO) with G = rttGranularity (late: see
+// Late peers below). NDP ACKs every packet,
 // so a connection takes a sample per packet, not per RTT; with RFC 6298's
 // per-sample gain RTTVAR would shrink within a single calm window and the next
 // late batch of ACKs would find the RTO too short (seen on a loaded VM: 1-2ms
@@ -39,6 +40,20 @@ import (
 // raises it with gain 1/32 only) feeds RTTVAR at once when it grows, and
 // RTTVAR decays toward the largest MDEV of the last round by 1/4 once per
 // round, a round being one SRTT of time.
+//
+// Late peers. The ACK of a packet comes from the peer's stack, which runs
+// only when its threads do: a peer descheduled for a few milliseconds (a
+// sleeper woken late, a loaded host) answers that late once in thousands of
+// exchanges, and between such spikes the samples are microseconds, so the
+// estimate above forgets a spike within a few dozen exchanges and every
+// spike fired the RTO at its floor on a connection that lost nothing. An ACK
+// of a copy an RTO declared lost (a spurious RTO, told apart by path, see
+// Karn above) is remembered: late is the largest such sample, halved every
+// lateHalfLife (1s), and the base RTO is at least 2*late. So one spurious
+// RTO raises the RTO above that peer's scheduling delay for seconds, the
+// seeds carry it to the next connections to the same address, and a real
+// loss is then found up to 2*late after the send instead of after the
+// floor (NDP finds most losses from trimmed headers, without the RTO).
 //
 // Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
 // timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.
@@ -53,7 +68,7 @@ import (
 // remote IPv4 address, fed by every sample of every connection to that
 // address, and an endpoint-wide estimator fed by all samples as the fallback
 // for an address not in the table. A fixed array in the Endpoint: no
-// allocation, bounded memory (rttCacheSize*56 bytes, 14 KB); a colliding address
+// allocation, bounded memory (rttCacheSize*72 bytes, 18 KB); a colliding address
 // replaces the entry. The latency that makes ACKs late is mostly the peer
 // host's (scheduling, polling) and the path to it, hence per address; the
 // endpoint-wide value covers the local host's own delay. Entries do not age:
@@ -78,7 +93,34 @@ type rttEstimator struct {
 	mdevMax Time // largest mdev this round
 	rttvar  Time // max(mdev) over recent rounds, decaying by 1/4 per round
 	roundAt Time // start of the current round
+	late    Time // largest sample that proved an RTO spurious, halved every lateHalfLife
+	lateAt  Time // when late was last set or halved
 	valid   bool // holds an estimate (sampled or seeded)
+}
+
+// lateHalfLife is how fast the memory of a late peer (rttEstimator.late)
+// fades: a spike of the peer's scheduling delay recurs on a timescale of
+// seconds, not of SRTTs.
+const lateHalfLife = Time(time.Second)
+
+// noteLate records that an RTO fired on a packet whose first copy was then
+// ACKed m after it was sent: the peer was late, nothing was lost.
+func (r *rttEstimator) noteLate(m, now Time) {
+	r.decayLate(now)
+	if m > r.late {
+		r.late, r.lateAt = m, now
+	}
+}
+
+// decayLate halves late once per lateHalfLife since lateAt.
+func (r *rttEstimator) decayLate(now Time) {
+	for r.late > 0 && now-r.lateAt >= lateHalfLife {
+		r.late /= 2
+		r.lateAt += lateHalfLife
+		if r.late < rttGranularity {
+			r.late = 0
+		}
+	}
 }
 
 func (r *rttEstimator) sample(m, now Time) {
@@ -106,6 +148,7 @@ func (r *rttEstimator) sample(m, now Time) {
 		r.mdevMax = 0
 		r.roundAt = now
 	}
+	r.decayLate(now)
 }
 
 // seeded returns a copy of r to start a new connection from at now.
@@ -115,12 +158,13 @@ func (r *rttEstimator) seeded(now Time) rttEstimator {
 	return c
 }
 
-// rto is clamp(SRTT + max(G, 4*RTTVAR), lo, hi); lo without an estimate.
+// rto is clamp(max(SRTT + max(G, 4*RTTVAR), 2*late), lo, hi); lo without
+// an estimate.
 func (r *rttEstimator) rto(lo, hi Time) Time {
 	if !r.valid {
 		return lo
 	}
-	return min(max(r.srtt+max(rttGranularity, 4*r.rttvar), lo), hi)
+	return min(max(r.srtt+max(rttGranularity, 4*r.rttvar), 2*r.late, lo), hi)
 }
 
 type rttDest struct {
@@ -143,6 +187,15 @@ func (s *rttSeeds) sample(ip uint32, m, now Time) {
 		*d = rttDest{ip: ip}
 	}
 	d.est.sample(m, now)
+}
+
+// noteLate records a late ACK (rttEstimator.noteLate) of a connection to ip
+// in the seeds, after its sample m was fed to them.
+func (s *rttSeeds) noteLate(ip uint32, m, now Time) {
+	s.all.noteLate(m, now)
+	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
+		d.est.noteLate(m, now)
+	}
 }
 
 // seed returns the estimate a new connection to ip starts from at now.
@@ -230,8 +283,10 @@ func (e *Endpoint) setBaseRTO(c *conn) {
 	e.stats.RTOMax = max(e.stats.RTOMax, used)
 }
 
-// rttSample feeds one valid RTT sample m of connection c, taken at now.
-func (e *Endpoint) rttSample(c *conn, m, now Time) {
+// rttSample feeds one valid RTT sample m of connection c, taken at now;
+// spurious: the ACK answered a copy an RTO had declared lost (the peer was
+// late), which the estimator remembers (rttEstimator.late).
+func (e *Endpoint) rttSample(c *conn, m, now Time, spurious bool) {
 	if m < 0 {
 		return // the host passed an earlier now than the send's
 	}
@@ -239,6 +294,10 @@ func (e *Endpoint) rttSample(c *conn, m, now Time) {
 	r.est.sample(m, now)
 	r.samples++
 	e.seeds.sample(c.key.remoteIP, m, now)
+	if spurious {
+		r.est.noteLate(m, now)
+		e.seeds.noteLate(c.key.remoteIP, m, now)
+	}
 	e.stats.RTTSamples++
 	e.stats.RTTHist[rttBucket(m)]++
 	e.setBaseRTO(c)
@@ -260,7 +319,7 @@ func rttBucket(m Time) int {
 // RTTInfo is a connection's RTT estimate and timeouts (Endpoint.RTT).
 type RTTInfo struct {
 	SRTT, RTTVar time.Duration // smoothed RTT and its mean deviation (0 without an estimate)
-	BaseRTO      time.Duration // clamp(SRTT + max(G, 4*RTTVar), RTO, MaxRTO)
+	BaseRTO      time.Duration // clamp(max(SRTT + max(G, 4*RTTVar), 2*late), RTO, MaxRTO) (rtt.go)
 	RTO          time.Duration // in force now: BaseRTO after backoff (Config.RTO with FixedRTO)
 	Backoff      int           // doublings since the last valid sample
 	Samples      int           // valid (Karn) samples taken by this connection

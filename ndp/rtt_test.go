@@ -113,6 +113,57 @@ func TestRTTEstimator(t *testing.T) {
 	}
 }
 
+// TestRTOLateMemory: an ACK that proved an RTO spurious (the peer was late,
+// nothing was lost) keeps the RTO at twice its delay, through any number of
+// fast samples in between, and the memory halves each lateHalfLife. A
+// connection to the same address starts with it (the seeds keep it).
+func TestRTOLateMemory(t *testing.T) {
+	const lo, hi = ms, 32 * ms
+	var r rttEstimator
+	now := Time(0)
+	for range 100 {
+		now += 20 * us
+		r.sample(10*us, now)
+	}
+	if got := r.rto(lo, hi); got != lo {
+		t.Fatalf("10µs samples: rto %v, want the floor", time.Duration(got))
+	}
+	// The peer was descheduled: the first copy's ACK came 3ms after it left.
+	now += 3 * ms
+	r.sample(3*ms, now)
+	r.noteLate(3*ms, now)
+	for range 10000 { // 200ms of fast exchanges
+		now += 20 * us
+		r.sample(10*us, now)
+	}
+	if got := r.rto(lo, hi); got != 6*ms {
+		t.Fatalf("after a 3ms late ACK and 10,000 fast samples: rto %v, want 6ms", time.Duration(got))
+	}
+	for range 3 * 50 * 1000 { // three half-lives later
+		now += 20 * us
+		r.sample(10*us, now)
+	}
+	if got := r.rto(lo, hi); got != lo {
+		t.Fatalf("three half-lives later (late %v): rto %v, want the floor", time.Duration(r.late), time.Duration(got))
+	}
+	r.noteLate(4*ms, now)
+	r.noteLate(2*ms, now) // a smaller one does not lower it
+	if got := r.rto(lo, hi); got != 8*ms {
+		t.Fatalf("rto %v, want 8ms", time.Duration(got))
+	}
+	r.noteLate(hi, now)
+	if got := r.rto(lo, hi); got != hi {
+		t.Fatalf("rto %v, want the maximum", time.Duration(got))
+	}
+
+	var s rttSeeds
+	s.sample(7, 10*us, ms)
+	s.noteLate(7, 2*ms, ms)
+	if got := s.seed(7, 2*ms); got.rto(lo, hi) != 4*ms {
+		t.Fatalf("seeded rto %v, want 4ms", time.Duration(got.rto(lo, hi)))
+	}
+}
+
 func TestBackedOff(t *testing.T) {
 	for _, tc := range []struct {
 		d       Time
@@ -477,8 +528,11 @@ func TestDelayedACKPath(t *testing.T) {
 	if fixed.rtxAfter < fixed.dataAfter/3 {
 		t.Errorf("fixed 1ms RTO retransmitted only %d of %d packets with 3ms ACK delay (test not exercising it)", fixed.rtxAfter, fixed.dataAfter)
 	}
-	if adaptive.rtt.SRTT < 3*time.Millisecond || adaptive.rtt.RTO > 6*time.Millisecond {
-		t.Errorf("adaptive estimate %+v, want SRTT ≈ 3ms and RTO not far above", adaptive.rtt)
+	// The first packets' 1ms RTOs fired on 3ms-late ACKs: the estimator
+	// remembers that late peer (rttEstimator.late), so the RTO is about
+	// twice the ACK delay, not SRTT plus a small margin.
+	if adaptive.rtt.SRTT < 3*time.Millisecond || adaptive.rtt.RTO > 7*time.Millisecond {
+		t.Errorf("adaptive estimate %+v, want SRTT ≈ 3ms and RTO about twice that at most", adaptive.rtt)
 	}
 }
 
