@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/internal/softswitch"
+	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/sockapi"
+)
+
+// hull: HULL's trade-off on real packets (papers/hull-nsdi12.txt): RPC latency
+// while a bulk transfer shares the receiver's link, with the NDP receivers'
+// pull rate at gamma x the link rate for each --gamma. Three hosts on
+// ndpswitch at --link: host 0 is the RPC client and the bulk receiver, host 1
+// answers RPCs (--size bytes each way, a new connection per RPC), host 2 sends
+// the bulk transfer without pause. Every switch port runs the HULL phantom
+// queue (drain rate --phantom-gamma x link, marking ECN CE past its
+// threshold); NDP does not react to the marks, which count how often the
+// link ran without headroom. The bulk rate is the receiver's bytes over the
+// RPC window. The gammas take turns (--rounds), each turn with fresh stacks,
+// so load on the shared machine hits them alike.
+
+func init() {
+	register(&subcommand{
+		name:    "hull",
+		summary: "HULL on ndpswitch: RPC p50/p99 beside a bulk transfer into the same host, NDP pull rate at gamma x link for each gamma, phantom queue marks (root)",
+		run:     runHULL,
+	})
+}
+
+type hullOpts struct {
+	link    int64
+	gammas  []float64
+	phantom float64
+	size    int
+	n       int
+	rounds  int
+	rto     time.Duration
+	json    bool
+}
+
+func parseHULLFlags(args []string) (hullOpts, error) {
+	fs := flag.NewFlagSet("hull", flag.ContinueOnError)
+	link := bitRate(100e6)
+	fs.Var(&link, "link", "emulated rate of every switch port, bits/s")
+	gammas := fs.String("gamma", "1,0.95", "comma-separated NDP pull-rate factors to compare (HULL's gamma), each in (0, 1]")
+	phantom := fs.Float64("phantom-gamma", 0.95, "phantom queue drain rate as a fraction of --link (0: no phantom queue)")
+	size := fs.Int("size", 1024, "RPC request and response bytes")
+	n := fs.Int("n", 2000, "measured RPCs per gamma")
+	rounds := fs.Int("rounds", 4, "turns per gamma the RPCs are split into")
+	rto := fs.Duration("rto", 0, "NDP retransmission timeout (0: as ndpperf leafspine picks for --link)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return hullOpts{}, err
+	}
+	if fs.NArg() > 0 {
+		return hullOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := hullOpts{link: int64(link), phantom: *phantom, size: *size, n: *n, rounds: *rounds, rto: *rto, json: *asJSON}
+	for _, g := range strings.Split(*gammas, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(g), 64)
+		if err != nil || v <= 0 || v > 1 {
+			return o, fmt.Errorf("--gamma %q: want values in (0, 1]", g)
+		}
+		o.gammas = append(o.gammas, v)
+	}
+	switch {
+	case o.link < 1e6 || o.link > 100e9:
+		return o, fmt.Errorf("--link %d: want 1M..100G", o.link)
+	case o.phantom < 0 || o.phantom > 1:
+		return o, fmt.Errorf("--phantom-gamma %v: want 0..1", o.phantom)
+	case o.size < 1 || o.size > 64<<10:
+		return o, fmt.Errorf("--size %d: want 1..64KiB", o.size)
+	case o.rounds < 1 || o.n < o.rounds:
+		return o, fmt.Errorf("--n %d, --rounds %d: want at least one RPC per round", o.n, o.rounds)
+	}
+	if o.rto == 0 {
+		o.rto = max(time.Millisecond, 4*3*8*time.Duration(1500*8*1e9/o.link))
+	}
+	return o, nil
+}
+
+type hullResult struct {
+	Gamma float64       `json:"gamma"`
+	RPC   latencyResult `json:"rpc"`
+	// BulkMbps is the median over the turns of the bulk receiver's rate
+	// during the RPCs; BulkFraction is it over the link rate.
+	BulkMbps     float64 `json:"bulk_mbps"`
+	BulkFraction float64 `json:"bulk_fraction_of_link"`
+	// The switch over the RPC windows: phantom queue marks and NDP trims at
+	// host 0's port, and the most NDP data frames queued there at once.
+	PhantomMarks uint64 `json:"phantom_marks"`
+	Trimmed      uint64 `json:"trimmed"`
+	MaxDataDepth int    `json:"max_data_frames"`
+}
+
+type hullOutput struct {
+	LinkBps      int64        `json:"link_bps"`
+	PhantomGamma float64      `json:"phantom_gamma"`
+	Size         int          `json:"size_bytes"`
+	Results      []hullResult `json:"results"`
+	// Last over first --gamma: RPC p99 and bulk rate.
+	P99Ratio  float64 `json:"p99_ratio,omitempty"`
+	BulkRatio float64 `json:"bulk_ratio,omitempty"`
+	CPUs      int     `json:"cpus"`
+	Setup     string  `json:"setup"`
+}
+
+func runHULL(args []string) error {
+	o, err := parseHULLFlags(args)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (network namespaces, AF_XDP)")
+	}
+	fmt.Fprintln(os.Stderr, "ndpperf hull: building a three-host ndpswitch testbed...")
+	out, err := hullTestbed(o)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return printJSON(out)
+	}
+	fmt.Printf("HULL on ndpswitch: %s\n", out.Setup)
+	fmt.Printf("%-6s %9s %9s %9s %10s %9s %13s %8s %9s\n", "gamma", "rpc_p50us", "rpc_p90us", "rpc_p99us", "bulk_Mb/s", "fraction", "phantom_marks", "trimmed", "max_data")
+	for _, r := range out.Results {
+		fmt.Printf("%-6.3g %9.0f %9.0f %9.0f %10.1f %9.3f %13d %8d %9d\n", r.Gamma, r.RPC.P50us, r.RPC.P90us, r.RPC.P99us, r.BulkMbps, r.BulkFraction, r.PhantomMarks, r.Trimmed, r.MaxDataDepth)
+	}
+	if out.P99Ratio > 0 {
+		fmt.Printf("last / first gamma: rpc p99 %.2f, bulk %.3f\n", out.P99Ratio, out.BulkRatio)
+	}
+	return nil
+}
+
+func hullTestbed(o hullOpts) (hullOutput, error) {
+	out := hullOutput{LinkBps: o.link, PhantomGamma: o.phantom, Size: o.size, CPUs: runtime.NumCPU()}
+	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v",
+		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto)
+	tb, err := testbed.New()
+	if err != nil {
+		return out, err
+	}
+	defer tb.Close()
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link,
+		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link)}}})
+	if err != nil {
+		return out, err
+	}
+	rtts := make([][]time.Duration, len(o.gammas))
+	bulk := make([][]float64, len(o.gammas))
+	res := make([]hullResult, len(o.gammas))
+	for r := 0; r < o.rounds; r++ {
+		for gi, g := range o.gammas {
+			n := o.n / o.rounds
+			if r == o.rounds-1 {
+				n = o.n - n*(o.rounds-1)
+			}
+			t, mbps, d, err := hullTurn(star, o, g, n)
+			if err != nil {
+				return out, fmt.Errorf("gamma %v turn %d: %w", g, r+1, err)
+			}
+			rtts[gi] = append(rtts[gi], t...)
+			bulk[gi] = append(bulk[gi], mbps)
+			p := d.Ports[0].NDP
+			res[gi].PhantomMarks += p.PhantomMarks
+			res[gi].Trimmed += p.Trimmed
+			res[gi].MaxDataDepth = max(res[gi].MaxDataDepth, p.MaxDataDepth)
+		}
+	}
+	for gi, g := range o.gammas {
+		sort.Float64s(bulk[gi])
+		res[gi].Gamma = g
+		res[gi].RPC = summarize("ndp", rtts[gi], 0, "")
+		res[gi].BulkMbps = bulk[gi][len(bulk[gi])/2]
+		res[gi].BulkFraction = res[gi].BulkMbps * 1e6 / float64(o.link)
+	}
+	out.Results = res
+	if first, last := res[0], res[len(res)-1]; len(res) > 1 && first.RPC.P99us > 0 && first.BulkMbps > 0 {
+		out.P99Ratio = last.RPC.P99us / first.RPC.P99us
+		out.BulkRatio = last.BulkMbps / first.BulkMbps
+	}
+	return out, nil
+}
+
+// hullTurn opens the three stacks with pull rate gamma x link, starts the bulk
+// transfer, runs n RPCs once it flows, and returns their round trips, the
+// bulk rate over them and the switch's counters over them. Port 0's
+// MaxDataDepth is its high-water mark since the switch started.
+func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.Duration, float64, softswitch.Stats, error) {
+	var zero softswitch.Stats
+	stacks := make([]*sockapi.Stack, 3)
+	defer func() {
+		for _, s := range stacks {
+			if s != nil {
+				s.Close()
+			}
+		}
+	}()
+	for i, h := range star.Hosts {
+		s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.link, Gamma: gamma, RTO: o.rto})
+		if err != nil {
+			return nil, 0, zero, err
+		}
+		stacks[i] = s
+	}
+	deadline := time.Now().Add(time.Minute)
+	rpcL, err := stacks[1].Listen(rpcNDPPort)
+	if err != nil {
+		return nil, 0, zero, err
+	}
+	defer rpcL.Close()
+	resp := make([]byte, o.size)
+	go func() {
+		for {
+			m, err := rpcL.RecvMessage(o.size)
+			if err != nil {
+				if errors.Is(err, sockapi.ErrStackClosed) || errors.Is(err, io.EOF) || strings.Contains(err.Error(), "closed") {
+					return
+				}
+				continue
+			}
+			m.Reply(resp)
+		}
+	}()
+	bulkL, err := stacks[0].Listen(9)
+	if err != nil {
+		return nil, 0, zero, err
+	}
+	defer bulkL.Close()
+	bulkL.SetDeadline(deadline)
+	var got atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() { // bulk receiver
+		defer wg.Done()
+		c, err := bulkL.AcceptNDP()
+		if err != nil {
+			errs[0] = err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(deadline)
+		buf := make([]byte, 256<<10)
+		for {
+			m, err := c.Read(buf)
+			got.Add(int64(m))
+			if err == io.EOF {
+				return
+			}
+			if err != nil {
+				errs[0] = err
+				return
+			}
+		}
+	}()
+	go func() { // bulk sender: writes until stopped
+		defer wg.Done()
+		c, err := stacks[2].Dial(context.Background(), star.Hosts[0].Link.Addr.Addr().String()+":9", sockapi.WithDialTimeout(5*time.Second))
+		if err != nil {
+			errs[1] = err
+			return
+		}
+		defer c.Close()
+		c.SetDeadline(deadline)
+		chunk := make([]byte, 64<<10)
+		for !stop.Load() {
+			if _, err := c.Write(chunk); err != nil {
+				errs[1] = err
+				return
+			}
+		}
+		if err := c.CloseWrite(); err != nil {
+			errs[1] = err
+			return
+		}
+		io.Copy(io.Discard, c)
+	}()
+	// Let the transfer reach its pull-clocked steady state.
+	warm := time.Now().Add(10 * time.Second)
+	for got.Load() < 2<<20 && time.Now().Before(warm) && errs[0] == nil && errs[1] == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	before := star.Switch.Stats()
+	b0, t0 := got.Load(), time.Now()
+	rpcAddr := sockapi.Addr{IP: star.Hosts[1].Link.Addr.Addr(), Port: rpcNDPPort}
+	req, buf := make([]byte, o.size), make([]byte, o.size)
+	rtts := make([]time.Duration, 0, n)
+	var rpcErr error
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s := time.Now()
+		m, err := stacks[0].CallInto(ctx, rpcAddr, req, buf)
+		d := time.Since(s)
+		cancel()
+		if err == nil && m != o.size {
+			err = fmt.Errorf("RPC %d: %d-byte response, want %d", i, m, o.size)
+		}
+		if err != nil {
+			rpcErr = err
+			break
+		}
+		rtts = append(rtts, d)
+	}
+	b1, t1 := got.Load(), time.Now()
+	time.Sleep(5 * time.Millisecond) // the switch publishes within a millisecond
+	delta := star.Switch.Stats().Sub(before)
+	stop.Store(true)
+	wg.Wait()
+	if err := errors.Join(rpcErr, errs[0], errs[1]); err != nil {
+		return nil, 0, zero, err
+	}
+	return rtts, float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6, delta, nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+)
+
+func TestParseHULLFlags(t *testing.T) {
+	o, err := parseHULLFlags([]string{"--gamma", "1,0.9", "--link", "1G"})
+	if err != nil || len(o.gammas) != 2 || o.gammas[1] != 0.9 || o.link != 1e9 || o.rto <= 0 {
+		t.Fatalf("%+v, %v", o, err)
+	}
+	for _, args := range [][]string{{"--gamma", "1.2"}, {"--gamma", "x"}, {"--phantom-gamma", "2"}, {"--n", "1", "--rounds", "2"}, {"--size", "0"}, {"extra"}} {
+		if _, err := parseHULLFlags(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
+
+// TestHULLTestbed runs a few RPCs beside a bulk transfer for two gammas:
+// every RPC answered, the bulk flowing, the result rows filled.
+func TestHULLTestbed(t *testing.T) {
+	testbed.RequireRoot(t)
+	o, err := parseHULLFlags([]string{"--link", "200M", "--n", "40", "--rounds", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := hullTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Results) != 2 {
+		t.Fatalf("%+v", out)
+	}
+	for _, r := range out.Results {
+		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 {
+			t.Errorf("gamma %v: %+v", r.Gamma, r)
+		}
+	}
+}
