@@ -400,3 +400,80 @@ func TestSIGKILLDetachesProgram(t *testing.T) {
 		t.Fatalf("interface not free after SIGKILL: %v", err)
 	}
 }
+
+// TestOpenEachPortPerQueue opens a port per queue (OpenEach: a UMEM each,
+// one steering program): each queue's frames reach its own port, and the
+// program stays attached while any port is open.
+func TestOpenEachPortPerQueue(t *testing.T) {
+	tb := testbed.NewT(t)
+	pair, err := tb.NewPair(testbed.VethConfig{Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := pair.Veth
+	cfg := Config{UDPPort: testPort, Queues: []int{0, 1}, NumFrames: 512, RingSize: 64}
+	cfg.Interface = v.A.Name
+	pa := openIn(t, pair.A, cfg)
+	cfg.Interface = v.B.Name
+	var pbs []*Port
+	if err := pair.B.Do(func() (err error) { pbs, err = OpenEach(cfg); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range pbs {
+			p.Close()
+		}
+	})
+	if len(pbs) != 2 || pbs[0].UMEM() == pbs[1].UMEM() || pbs[1].Queue(1) == nil || pbs[0].Queue(1) != nil {
+		t.Fatalf("OpenEach: %d ports, queues %v %v", len(pbs), pbs[0].Info().Queues, pbs[len(pbs)-1].Info().Queues)
+	}
+	if in := pbs[1].Info(); in.Driver == "veth" && in.Attach != AttachNative {
+		t.Fatalf("per-queue ports on veth attached %v, want native", in.Attach)
+	}
+	f := frameTo(v, testPort)
+	send := func(q *Queue, tag byte) {
+		descs := make([]Desc, 4)
+		pa.UMEM().Alloc(descs)
+		for i := range descs {
+			descs[i].Len = uint32(f.Build(pa.UMEM().Buffer(descs[i]), []byte{tag}))
+		}
+		for sent := 0; sent < len(descs) || q.TxOutstanding() > 0; {
+			n, err := q.Transmit(descs[sent:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent += n
+		}
+	}
+	recv := func(p *Port, want int) {
+		descs := make([]Desc, 16)
+		got := 0
+		for deadline := time.Now().Add(5 * time.Second); got < want && time.Now().Before(deadline); {
+			n := p.Queues()[0].Receive(descs)
+			for _, d := range descs[:n] {
+				if tag := p.UMEM().Bytes(d)[testbed.UDPHeaderLen]; int(tag) != p.Queues()[0].ID() {
+					t.Errorf("frame from TX queue %d on port of queue %d", tag, p.Queues()[0].ID())
+				}
+			}
+			p.UMEM().Release(descs[:n])
+			got += n
+		}
+		if got != want {
+			t.Fatalf("port of queue %d received %d frames, want %d", p.Queues()[0].ID(), got, want)
+		}
+	}
+	for _, q := range pa.Queues() {
+		send(q, byte(q.ID()))
+	}
+	recv(pbs[0], 4)
+	recv(pbs[1], 4)
+	// Queue 0's port closes; queue 1's keeps the program and its frames.
+	if err := pbs[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	send(pa.Queue(1), 1)
+	recv(pbs[1], 4)
+	if err := pbs[1].UMEM().Accounting().Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -59,14 +60,60 @@ func Open(cfg Config) (*Port, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	p, err := openSockets(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := steerPorts([]*Port{p}, cfg); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// OpenEach opens one Port per queue of cfg.Queues, each with its own UMEM
+// of cfg.NumFrames frames and its own socket, so that each can have its own
+// owner goroutine (one core loop per queue, nothing shared between them);
+// one steering program, whose XSKMAP holds every port's socket, sends each
+// queue's NDP frames to that queue's port. The program stays attached until
+// the last of the ports closes. On any error everything is released.
+func OpenEach(cfg Config) ([]*Port, error) {
+	cfg.Queues = append([]int(nil), cfg.Queues...)
+	cfg.populate()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ports := make([]*Port, 0, len(cfg.Queues))
+	closeAll := func() {
+		for _, p := range ports {
+			p.Close()
+		}
+	}
+	for _, q := range cfg.Queues {
+		c := cfg
+		c.Queues = []int{q}
+		p, err := openSockets(c)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		ports = append(ports, p)
+	}
+	if err := steerPorts(ports, cfg); err != nil {
+		closeAll()
+		return nil, err
+	}
+	return ports, nil
+}
+
+// openSockets is Open up to the steering: the interface, the UMEM and one
+// socket per queue of cfg (populated and valid).
+func openSockets(cfg Config) (*Port, error) {
 	ifc, err := net.InterfaceByName(cfg.Interface)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q in this network namespace: %v", ErrNoInterface, cfg.Interface, err)
 	}
-	maxQ := 0
-	for _, q := range cfg.Queues {
-		maxQ = max(maxQ, q)
-	}
+	maxQ := slices.Max(cfg.Queues)
 	rxQueues, ok := rxQueueCount(cfg.Interface)
 	if ok && maxQ >= rxQueues {
 		return nil, fmt.Errorf("%w: queue %d on %s, which has %d RX queues (ethtool -l %s)", ErrQueueRange, maxQ, cfg.Interface, rxQueues, cfg.Interface)
@@ -107,8 +154,16 @@ func Open(cfg Config) (*Port, error) {
 		}
 	}
 	p.driver = driverName(cfg.Interface)
+	return p, nil
+}
+
+// steerPorts loads the steering program for every queue of cfg, registers
+// every socket of ports in its XSKMAP and attaches it; the ports share it.
+func steerPorts(ports []*Port, cfg Config) error {
+	p0 := ports[0]
+	maxQ := slices.Max(cfg.Queues)
 	attach := cfg.Attach
-	if attach == AttachAuto && p.driver == "veth" && maxQ == 0 {
+	if attach == AttachAuto && p0.driver == "veth" && maxQ == 0 {
 		// veth's native XDP runs the program from a NAPI poll scheduled by
 		// the sender, one more hop than the generic hook; for AF_XDP (always
 		// copy mode on veth) generic is faster (docs/decisions.md, afxdp).
@@ -116,30 +171,34 @@ func Open(cfg Config) (*Port, error) {
 		// with other queues bound only native mode spreads them.
 		attach = AttachGeneric
 	}
-	p.steer, err = loadSteering(cfg.Interface, ifc.Index, maxQ, cfg.UDPPort, cfg.SteerAll, attach)
+	steer, err := loadSteering(cfg.Interface, p0.ifindex, maxQ, cfg.UDPPort, cfg.SteerAll, attach)
 	if err != nil {
-		p.Close()
-		return nil, err
+		return err
 	}
-	for _, q := range p.queues {
-		if err := p.steer.register(q.id, q.fd); err != nil {
-			p.Close()
-			return nil, fmt.Errorf("afxdp: register queue %d socket in XSKMAP: %w", q.id, err)
+	steer.users.Store(int32(len(ports)))
+	for _, p := range ports {
+		p.steer = steer // before any failure: closing every port closes it
+	}
+	for _, p := range ports {
+		for _, q := range p.queues {
+			if err := steer.register(q.id, q.fd); err != nil {
+				return fmt.Errorf("afxdp: register queue %d socket in XSKMAP: %w", q.id, err)
+			}
 		}
 	}
-	p.log.Info("afxdp port open",
-		zap.String("iface", cfg.Interface), zap.Ints("queues", cfg.Queues),
-		zap.Bool("zerocopy", p.queues[0].zc), zap.Stringer("attach", p.steer.mode),
+	p0.log.Info("afxdp port open",
+		zap.String("iface", cfg.Interface), zap.Ints("queues", cfg.Queues), zap.Int("umems", len(ports)),
+		zap.Bool("zerocopy", p0.queues[0].zc), zap.Stringer("attach", steer.mode),
 		zap.Uint16("udp_port", cfg.UDPPort), zap.Int("frames", cfg.NumFrames), zap.Int("frame_size", cfg.FrameSize))
-	if rxQueues > len(cfg.Queues) {
+	if p0.rxQueues > len(cfg.Queues) {
 		// The NIC's RSS spreads the port's traffic over every queue; frames
 		// hashed to a queue without a socket go to the kernel (XDP_PASS),
 		// which answers port unreachable.
-		p.log.Warn("afxdp: the interface has more RX queues than this port serves: steer the UDP port to the served queue(s)",
-			zap.String("iface", cfg.Interface), zap.Int("rx_queues", rxQueues), zap.Ints("served", cfg.Queues),
+		p0.log.Warn("afxdp: the interface has more RX queues than this port serves: steer the UDP port to the served queue(s)",
+			zap.String("iface", cfg.Interface), zap.Int("rx_queues", p0.rxQueues), zap.Ints("served", cfg.Queues),
 			zap.String("hint", fmt.Sprintf("ethtool -N %s flow-type udp4 dst-port %d action %d (or ethtool -L %s combined 1)", cfg.Interface, cfg.UDPPort, cfg.Queues[0], cfg.Interface)))
 	}
-	return p, nil
+	return nil
 }
 
 // openQueue binds one socket, trying zero-copy first in BindAuto mode: a
@@ -301,8 +360,8 @@ func (p *Port) Close() error {
 			p.waiter.shutdown()
 			defer p.waiter.close()
 		}
-		if p.steer != nil {
-			errs = append(errs, p.steer.close())
+		if p.steer != nil && p.steer.users.Add(-1) == 0 {
+			errs = append(errs, p.steer.close()) // the last port sharing it
 		}
 		for _, q := range p.queues {
 			errs = append(errs, q.close())

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -102,10 +103,11 @@ func steeringInstructions(udpPort uint16, missAction int32, all bool) asm.Instru
 // it. The link's fd is the only thing keeping the program on the interface:
 // when the process exits, the kernel closes it and detaches the program.
 type steering struct {
-	xsks *ebpf.Map
-	prog *ebpf.Program
-	link link.Link
-	mode AttachMode // the mode actually used
+	xsks  *ebpf.Map
+	prog  *ebpf.Program
+	link  link.Link
+	mode  AttachMode   // the mode actually used
+	users atomic.Int32 // ports sharing it (OpenEach); the last to close closes it
 }
 
 func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, all bool, mode AttachMode) (*steering, error) {

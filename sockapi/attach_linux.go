@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/daemon"
@@ -35,11 +39,11 @@ func AttachWith(socketPath string, cfg AttachConfig) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := daemon.Attach(socketPath, ccfg)
+	cs, err := daemon.AttachQueues(socketPath, ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("sockapi: attach: %w", err)
 	}
-	return newStack(&attached{c: c, path: socketPath, epoch: time.Now()}), nil
+	return newStack(&attached{cs: cs, path: socketPath, epoch: time.Now()}), nil
 }
 
 // AttachConfig says how an attached application waits for its rings. The
@@ -86,11 +90,37 @@ func (c AttachConfig) clientConfig(ncpu int) (daemon.ClientConfig, error) {
 	return daemon.ClientConfig{}, fmt.Errorf("%w: PollMode %d", ErrInvalidConfig, c.PollMode)
 }
 
-// attached is the backend of an attached Stack: a daemon.Client.
+// attached is the backend of an attached Stack: one daemon.Client per
+// queue the daemon serves (each queue's core loop serves the application
+// through its own region). A connection lives on the queue its frames
+// arrive on: an accepted one on the queue its first frame came in on (the
+// listener listens on every queue), a dialed one on queueFor(remote).
 type attached struct {
-	c     *daemon.Client
-	path  string    // control socket, for status queries
-	epoch time.Time // origin of now()
+	cs    []*daemon.Client
+	dials atomic.Uint32 // dials placed (PlaceSpread's round robin)
+	path  string        // control socket, for status queries
+	epoch time.Time     // origin of now()
+}
+
+// queueFor is the index of the queue a dial to ip goes through, as the
+// daemon asks (daemon.Placement): by peer address (every connection to one
+// peer on one queue, for a NIC's RSS hashing addresses only) or spread
+// round-robin (veth: a frame sent on TX queue k arrives on the peer's RX
+// queue k, and the peer answers on its queue k).
+func (a *attached) queueFor(ip netip.Addr) int {
+	n := uint32(len(a.cs))
+	if n == 1 {
+		return 0
+	}
+	if a.cs[0].Placement() == daemon.PlaceSpread {
+		return int(a.dials.Add(1) % n)
+	}
+	b := ip.Unmap().As4()
+	h := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	h ^= h >> 16
+	h *= 0x45d9f3b
+	h ^= h >> 16
+	return int(h % n)
 }
 
 // attachedErr maps the daemon client's errors onto the backend contract.
@@ -124,7 +154,7 @@ func (a *attached) dial(ctx context.Context, ip netip.Addr, port uint16, o dialO
 		// relative to the moment it reads the command.
 		opts.Deadline = max(time.Duration(o.deadline-a.now()), 1)
 	}
-	s, err := a.c.Dial(netip.AddrPortFrom(ip, port), opts)
+	s, err := a.cs[a.queueFor(ip)].Dial(netip.AddrPortFrom(ip, port), opts)
 	if err != nil {
 		return nil, attachedErr(err)
 	}
@@ -132,14 +162,24 @@ func (a *attached) dial(ctx context.Context, ip netip.Addr, port uint16, o dialO
 }
 
 func (a *attached) listen(port uint16, _ int) (backendListener, error) {
-	l, err := a.c.Listen(port)
-	if err != nil {
-		return nil, attachedErr(err)
+	ls := make([]*daemon.ClientListener, 0, len(a.cs))
+	for _, c := range a.cs {
+		l, err := c.Listen(port)
+		if err != nil {
+			for _, l := range ls {
+				l.Close()
+			}
+			return nil, attachedErr(err)
+		}
+		ls = append(ls, l)
 	}
-	return attachedListener{l}, nil
+	if len(ls) == 1 {
+		return attachedListener{ls[0]}, nil
+	}
+	return newQueuesListener(ls), nil
 }
 
-func (a *attached) localAddr() netip.Addr { return a.c.LocalAddr() }
+func (a *attached) localAddr() netip.Addr { return a.cs[0].LocalAddr() }
 func (a *attached) now() int64            { return int64(time.Since(a.epoch)) }
 func (a *attached) stats() (Stats, error) {
 	st, err := a.engineStats()
@@ -157,9 +197,47 @@ func (a *attached) engineStats() (engine.Stats, error) {
 	if snap.Engine == nil {
 		return engine.Stats{}, ErrStatsUnavailable
 	}
-	return *snap.Engine, nil
+	st := *snap.Engine
+	for _, q := range snap.Queues[min(1, len(snap.Queues)):] {
+		if q.Engine != nil {
+			addCounters(reflect.ValueOf(&st).Elem(), reflect.ValueOf(q.Engine).Elem())
+		}
+	}
+	return st, nil
 }
-func (a *attached) close() error { return attachedErr(a.c.Close()) }
+
+// addCounters adds src's integer counters (and arrays of them) into dst,
+// field by field, for the stats of several queues: durations (estimates,
+// bounds) keep dst's, the first queue's.
+func addCounters(dst, src reflect.Value) {
+	switch {
+	case dst.Type() == reflect.TypeFor[time.Duration]():
+	case dst.Kind() == reflect.Struct:
+		for i := range dst.NumField() {
+			if dst.Type().Field(i).IsExported() {
+				addCounters(dst.Field(i), src.Field(i))
+			}
+		}
+	case dst.Kind() == reflect.Array:
+		for i := range dst.Len() {
+			addCounters(dst.Index(i), src.Index(i))
+		}
+	case dst.CanUint():
+		dst.SetUint(dst.Uint() + src.Uint())
+	case dst.CanInt():
+		dst.SetInt(dst.Int() + src.Int())
+	}
+}
+
+func (a *attached) close() error {
+	var first error
+	for _, c := range a.cs {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return attachedErr(first)
+}
 
 type attachedConn struct{ s *daemon.ClientSock }
 
@@ -201,3 +279,91 @@ func (l attachedListener) accept(cancel <-chan struct{}) (backendConn, error) {
 
 func (l attachedListener) close() error { return attachedErr(l.l.Close()) }
 func (l attachedListener) port() uint16 { return l.l.Port() }
+
+// queuesListener is a listener on every queue of the daemon: one goroutine
+// per queue accepts there and hands the connection over (one hop a
+// connection; with one queue the listener is accepted from directly).
+type queuesListener struct {
+	ls       []*daemon.ClientListener
+	accepted chan acceptedConn
+	quit     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+type acceptedConn struct {
+	s   *daemon.ClientSock
+	err error
+}
+
+func newQueuesListener(ls []*daemon.ClientListener) *queuesListener {
+	q := &queuesListener{ls: ls, accepted: make(chan acceptedConn, len(ls)), quit: make(chan struct{})}
+	for _, l := range ls {
+		q.wg.Add(1)
+		go q.acceptFrom(l)
+	}
+	return q
+}
+
+// acceptFrom accepts on one queue's listener until it fails (its error is
+// handed over too: the listener closed, the daemon gone) or close.
+func (q *queuesListener) acceptFrom(l *daemon.ClientListener) {
+	defer q.wg.Done()
+	for {
+		s, err := l.Accept(time.Time{}, q.quit)
+		select {
+		case q.accepted <- acceptedConn{s, err}:
+		case <-q.quit:
+			if s != nil {
+				s.Abort()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (q *queuesListener) accept(cancel <-chan struct{}) (backendConn, error) {
+	select {
+	case a := <-q.accepted:
+		if a.err != nil {
+			return nil, attachedErr(a.err)
+		}
+		return attachedConn{a.s}, nil
+	case <-cancel:
+		return nil, os.ErrDeadlineExceeded
+	case <-q.quit:
+		return nil, net.ErrClosed // as a closed queue listener says
+	}
+}
+
+// close closes every queue's listener, stops the accepting goroutines and
+// aborts the connections they accepted that nobody took.
+func (q *queuesListener) close() error {
+	var first error
+	q.once.Do(func() {
+		close(q.quit)
+		for _, l := range q.ls {
+			if err := l.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		q.wg.Wait()
+		for {
+			select {
+			case a := <-q.accepted:
+				if a.s != nil {
+					a.s.Abort()
+				}
+				continue
+			default:
+			}
+			break
+		}
+	})
+	return attachedErr(first)
+}
+
+func (q *queuesListener) port() uint16 { return q.ls[0].Port() }

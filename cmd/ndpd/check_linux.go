@@ -40,20 +40,21 @@ func checkEnvironment(c *Config, sysNet string) (res []checkResult, unchecked []
 		if c.MTU > ifi.MTU {
 			add(false, "mtu %d > interface %s's MTU %d", c.MTU, ifi.Name, ifi.MTU)
 		}
-		q := c.Queues[0]
-		rx := filepath.Join(sysNet, c.Interface, "queues", "rx-"+strconv.Itoa(q))
-		if _, err := os.Stat(rx); err != nil {
-			n := 0
-			if ents, err := os.ReadDir(filepath.Join(sysNet, c.Interface, "queues")); err == nil {
-				for _, e := range ents {
-					if strings.HasPrefix(e.Name(), "rx-") {
-						n++
+		for _, q := range c.Queues {
+			rx := filepath.Join(sysNet, c.Interface, "queues", "rx-"+strconv.Itoa(q))
+			if _, err := os.Stat(rx); err != nil {
+				n := 0
+				if ents, err := os.ReadDir(filepath.Join(sysNet, c.Interface, "queues")); err == nil {
+					for _, e := range ents {
+						if strings.HasPrefix(e.Name(), "rx-") {
+							n++
+						}
 					}
 				}
+				add(false, "queue %d of %s: no %s (the interface has %d receive queues)", q, c.Interface, rx, n)
+			} else {
+				add(true, "queue %d of %s exists", q, c.Interface)
 			}
-			add(false, "queue %d of %s: no %s (the interface has %d receive queues)", q, c.Interface, rx, n)
-		} else {
-			add(true, "queue %d of %s exists", q, c.Interface)
 		}
 		addrs, _ := ifi.Addrs()
 		var v4 []netip.Addr
@@ -83,17 +84,23 @@ func checkEnvironment(c *Config, sysNet string) (res []checkResult, unchecked []
 		}
 	}
 
-	if cpu := *c.PacerCPU; cpu >= 0 {
+	setting := "pacer_cpu"
+	if len(c.CoreCPUs) > 0 {
+		setting = "core_cpus"
+	}
+	for i, cpu := range c.coreCPUs() {
+		if cpu < 0 {
+			add(true, "%s: queue %d's core loop unpinned", setting, c.Queues[i])
+			continue
+		}
 		var set unix.CPUSet
 		if err := unix.SchedGetaffinity(0, &set); err != nil {
-			add(false, "pacer_cpu %d: reading this process's CPU set: %v", cpu, err)
+			add(false, "%s %d: reading this process's CPU set: %v", setting, cpu, err)
 		} else if !set.IsSet(cpu) {
-			add(false, "pacer_cpu %d: not in the CPUs this process may run on (%d of them)", cpu, set.Count())
+			add(false, "%s %d: not in the CPUs this process may run on (%d of them)", setting, cpu, set.Count())
 		} else {
-			add(true, "pacer_cpu %d exists and this process may run on it", cpu)
+			add(true, "%s %d exists and this process may run on it", setting, cpu)
 		}
-	} else {
-		add(true, "pacer_cpu: unpinned")
 	}
 
 	dir := filepath.Dir(c.ControlSocket)

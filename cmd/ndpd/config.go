@@ -26,9 +26,21 @@ import (
 type Config struct {
 	// Interface is the network interface ndpd opens with AF_XDP. Required.
 	Interface string `json:"interface"`
-	// Queues are the interface queues to serve. Default [0]. This build
-	// serves exactly one queue per ndpd (one engine Stack per daemon).
+	// Queues are the interface queues to serve, each by its own core loop
+	// (its own AF_XDP socket, UMEM, engine stack and buffer pool); every
+	// application is attached to every queue. At most 64, distinct.
+	// Default [0]. A NIC must keep each connection's frames on one queue
+	// although NDP sprays UDP source ports: hash UDP on addresses only
+	// (README.md, "Several queues").
 	Queues []int `json:"queues"`
+	// CoreCPUs pins the core loop of Queues[i] to CoreCPUs[i] (-1:
+	// unpinned); one entry per queue. Default: none pinned (or pacer_cpu
+	// with one queue).
+	CoreCPUs []int `json:"core_cpus"`
+	// StallTimeout: a queue's core loop that does not iterate for this long
+	// is stuck, and ndpd stops (queues share fate: every application gets
+	// ErrDaemonGone and ndpd exits 1). Default 2s; "-1ns" = no watchdog.
+	StallTimeout Duration `json:"stall_timeout"`
 	// Address is the local IPv4 address NDP uses. Default: the interface's
 	// first IPv4 address.
 	Address string `json:"address"`
@@ -58,7 +70,8 @@ type Config struct {
 	// (strict classes) or "deadline" (D3 rate allocation, EDF).
 	Policy string `json:"policy"`
 	// PacerCPU pins the core loop, which releases the pull queue's PULLs
-	// inline, to this CPU. -1 (default) leaves it to the scheduler.
+	// inline, to this CPU, with one queue (core_cpus pins several). -1
+	// (default) leaves it to the scheduler.
 	PacerCPU *int `json:"pacer_cpu"`
 	// Bind is the AF_XDP bind mode: "auto" (default), "copy", "zerocopy".
 	Bind string `json:"bind"`
@@ -310,6 +323,9 @@ func (c *Config) populate() {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = Duration(5 * time.Second)
 	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = Duration(2 * time.Second)
+	}
 	if c.ResolveTimeout == 0 {
 		c.ResolveTimeout = Duration(time.Second)
 	}
@@ -338,10 +354,30 @@ func (c *Config) validate() error {
 	if c.Interface == "" {
 		bad("interface: required (the interface ndpd serves, e.g. \"eth0\")")
 	}
-	if len(c.Queues) != 1 {
-		bad("queues: %v: this build serves exactly one queue per ndpd", c.Queues)
-	} else if c.Queues[0] < 0 || c.Queues[0] > 1023 {
-		bad("queues: %d outside [0, 1023]", c.Queues[0])
+	if len(c.Queues) > 64 {
+		bad("queues: %d queues: at most 64", len(c.Queues))
+	}
+	for i, q := range c.Queues {
+		if q < 0 || q > 1023 {
+			bad("queues: %d outside [0, 1023]", q)
+		} else if slices.Contains(c.Queues[:i], q) {
+			bad("queues: %d listed twice", q)
+		}
+	}
+	if len(c.CoreCPUs) > 0 {
+		if len(c.CoreCPUs) != len(c.Queues) {
+			bad("core_cpus: %v: want one CPU per queue (%d)", c.CoreCPUs, len(c.Queues))
+		}
+		if *c.PacerCPU >= 0 {
+			bad("pacer_cpu and core_cpus both set: core_cpus pins every queue's core loop")
+		}
+		for _, cpu := range c.CoreCPUs {
+			if cpu < -1 || cpu >= runtime.NumCPU() {
+				bad("core_cpus: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())
+			}
+		}
+	} else if *c.PacerCPU >= 0 && len(c.Queues) > 1 {
+		bad("pacer_cpu: pins the core loop of one queue; with %d queues set core_cpus", len(c.Queues))
 	}
 	if c.Address != "" {
 		if a, err := netip.ParseAddr(c.Address); err != nil || !a.Is4() || a.IsUnspecified() {
@@ -405,6 +441,9 @@ func (c *Config) validate() error {
 	if c.DrainTimeout < 0 {
 		bad("drain_timeout: negative")
 	}
+	if c.StallTimeout > 0 && time.Duration(c.StallTimeout) < 100*time.Millisecond {
+		bad("stall_timeout: %v < 100ms (a loop may sleep 10ms; scheduling delays are not stalls)", time.Duration(c.StallTimeout))
+	}
 	if c.ResolveTimeout < 0 {
 		bad("resolve_timeout: negative")
 	}
@@ -430,6 +469,19 @@ func (c *Config) validate() error {
 		return &ConfigError{Problems: p}
 	}
 	return nil
+}
+
+// coreCPUs is the CPU of each queue's core loop (-1: unpinned), after validate.
+func (c *Config) coreCPUs() []int {
+	if len(c.CoreCPUs) > 0 {
+		return c.CoreCPUs
+	}
+	cpus := make([]int, len(c.Queues))
+	for i := range cpus {
+		cpus[i] = -1
+	}
+	cpus[0] = *c.PacerCPU
+	return cpus
 }
 
 // socketMode returns the parsed permission bits (after validate).

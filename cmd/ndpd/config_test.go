@@ -98,7 +98,7 @@ func TestConfigErrors(t *testing.T) {
 		{"type with position", "{\n\"iw\": \"many\"}", nil, []string{"ndpd.json:2:", `"iw"`}},
 		{"bad duration", `{"spin":"fast"}`, nil, []string{"fast"}},
 		{"trailing", `{"interface":"x"} {}`, nil, []string{"trailing data"}},
-		{"every problem at once", `{"gamma":1.5,"iw":0,"queues":[0,1],"bind":"turbo","mtu":20,"socket_mode":"rw","frame_size":3000,"log_level":"loud"}`, nil,
+		{"every problem at once", `{"gamma":1.5,"iw":0,"queues":[0,0],"bind":"turbo","mtu":20,"socket_mode":"rw","frame_size":3000,"log_level":"loud"}`, nil,
 			[]string{"interface: required", "gamma", "queues", "bind", "mtu", "socket_mode", "frame_size", "log_level"}},
 		{"flag overrides are validated", `{"interface":"x"}`, []string{"-gamma", "2", "-pacer-cpu", "4096", "-poll", "spin"}, []string{"gamma", "pacer_cpu", "poll"}},
 		{"relative socket", `{"interface":"x","control_socket":"ndpd.sock"}`, nil, []string{"control_socket"}},

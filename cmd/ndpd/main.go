@@ -97,7 +97,7 @@ func (l *intList) Set(s string) error {
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return fmt.Errorf("%q is not a queue number", f)
+			return fmt.Errorf("%q is not a number", f)
 		}
 		*l = append(*l, v)
 	}
@@ -124,7 +124,9 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	var f Config
 	var pacer int
 	fs.StringVar(&f.Interface, "interface", "", "network interface to serve")
-	fs.Var((*intList)(&f.Queues), "queues", "interface queue(s), comma-separated (one per ndpd in this build)")
+	fs.Var((*intList)(&f.Queues), "queues", "interface queues, comma-separated, each served by its own core loop (default 0)")
+	fs.Var((*intList)(&f.CoreCPUs), "core-cpus", "CPU of each queue's core loop, comma-separated in -queues order (-1: unpinned)")
+	fs.Var(&f.StallTimeout, "stall-timeout", "a core loop that does not iterate this long is stuck: ndpd stops (default 2s; -1ns = never)")
 	fs.StringVar(&f.Address, "address", "", "local IPv4 address (default: the interface's first)")
 	ndpPort := fs.Uint("ndp-port", 0, "UDP port of NDP frames (default 6420)")
 	fs.IntVar(&f.MTU, "mtu", 0, "MTU (default: the link's)")
@@ -172,6 +174,10 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.Interface = f.Interface
 		case "queues":
 			c.Queues = f.Queues
+		case "core-cpus":
+			c.CoreCPUs = f.CoreCPUs
+		case "stall-timeout":
+			c.StallTimeout = f.StallTimeout
 		case "address":
 			c.Address = f.Address
 		case "ndp-port":

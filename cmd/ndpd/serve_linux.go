@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -105,7 +105,7 @@ func serve(c *Config, logOut io.Writer) error {
 	}
 	defer log.Sync()
 	log.Info("ndpd starting", zap.String("version", versionString()), zap.String("interface", c.Interface),
-		zap.Int("queue", c.Queues[0]), zap.String("control_socket", c.ControlSocket))
+		zap.Ints("queues", c.Queues), zap.String("control_socket", c.ControlSocket))
 
 	addr := netip.Addr{}
 	if c.Address != "" {
@@ -127,10 +127,13 @@ func serve(c *Config, logOut io.Writer) error {
 				zap.Uint64("dropped", st.Dropped), zap.Uint64("truncated", st.Truncated))
 		}()
 	}
-	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{
-		Interface: c.Interface, Queue: c.Queues[0], UDPPort: c.NDPPort,
+	// One engine stack per queue, each over its own AF_XDP socket and
+	// UMEM; the capture, written by one stack at a time, records the first
+	// queue's frames.
+	sts, trs, err := daemon.OpenXDPStacks(engine.XDPConfig{
+		Interface: c.Interface, UDPPort: c.NDPPort,
 		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
-	}, engine.Config{
+	}, c.Queues, engine.Config{
 		Endpoint: ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW, UserTimeout: time.Duration(c.UserTimeout),
 			Commodity: ndp.CommodityTrim{DataDSCP: c.DataDSCP, ControlDSCP: c.ControlDSCP, TrimDSCPs: c.TrimDSCPs}},
 		LinkRate: int64(c.LinkRate),
@@ -140,38 +143,47 @@ func serve(c *Config, logOut io.Writer) error {
 		Capture:  pcap,
 	}, daemon.EngineTransportConfig{DialTimeout: time.Duration(c.ResolveTimeout)})
 	if err != nil {
-		return fmt.Errorf("open %s queue %d: %w", c.Interface, c.Queues[0], err)
+		return fmt.Errorf("open %s queues %v: %w", c.Interface, c.Queues, err)
 	}
-	defer st.Close()
+	defer func() {
+		for _, st := range sts {
+			st.Close()
+		}
+	}()
 
 	spin := time.Duration(c.Spin)
 	if c.Poll == "busy" {
 		spin = daemon.SpinForever
 	}
-	core, err := daemon.NewCore(daemon.Config{
-		Pool:         ring.PoolConfig{Frames: c.Frames, FrameSize: c.FrameSize, AppFrames: c.AppFrames},
-		Region:       ring.RegionConfig{Sockets: c.SocketsPerApp},
-		SpinFor:      spin,
-		DrainTimeout: time.Duration(c.DrainTimeout),
-		LocalAddr:    addr,
-		Logger:       log,
-	}, tr)
-	if err != nil {
-		return err
+	cores := make([]*daemon.Core, len(trs))
+	for i, tr := range trs {
+		cores[i], err = daemon.NewCore(daemon.Config{
+			Pool:         ring.PoolConfig{Frames: c.Frames, FrameSize: c.FrameSize, AppFrames: c.AppFrames},
+			Region:       ring.RegionConfig{Sockets: c.SocketsPerApp},
+			SpinFor:      spin,
+			DrainTimeout: time.Duration(c.DrainTimeout),
+			LocalAddr:    addr,
+			Queue:        c.Queues[i],
+			Logger:       log,
+		}, tr)
+		if err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(filepath.Dir(c.ControlSocket), 0o755); err != nil {
 		return err
 	}
+	place := dialPlacement(c.Interface)
 	srv, err := daemon.Listen(daemon.ServerConfig{
 		Path: c.ControlSocket, Mode: c.socketMode(), Group: c.SocketGroup,
-		AllowUIDs: c.AllowUIDs, AllowGIDs: c.AllowGIDs, Logger: log,
-	}, core)
+		AllowUIDs: c.AllowUIDs, AllowGIDs: c.AllowGIDs, Placement: place, Logger: log,
+	}, cores...)
 	if err != nil {
 		return err
 	}
 
 	if c.MetricsAddr != "" {
-		ms, err := serveMetrics(c.MetricsAddr, core, log)
+		ms, err := serveMetrics(c.MetricsAddr, cores, log)
 		if err != nil {
 			srv.Close()
 			return err
@@ -181,42 +193,43 @@ func serve(c *Config, logOut io.Writer) error {
 
 	runErr := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		if cpu := *c.PacerCPU; cpu >= 0 {
-			var set unix.CPUSet
-			set.Set(cpu)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				log.Warn("pin core loop", zap.Int("cpu", cpu), zap.Error(err))
-			}
-		}
-		runErr <- core.Run()
+		runErr <- daemon.RunCores(cores, daemon.RunConfig{
+			CPUs: c.coreCPUs(), StallTimeout: time.Duration(c.StallTimeout), Logger: log,
+		})
 	}()
 	go srv.Serve()
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
 	defer signal.Stop(sigs)
-	log.Info("ndpd ready", zap.String("address", addr.String()), zap.Uint16("ndp_port", c.NDPPort),
+	log.Info("ndpd ready", zap.Ints("queues", c.Queues), zap.Stringer("dial_placement", place), zap.String("address", addr.String()), zap.Uint16("ndp_port", c.NDPPort),
 		zap.Stringer("link_rate", c.LinkRate), zap.Float64("gamma", c.Gamma))
 	for {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGUSR1 {
-				if snap, err := core.Status(); err == nil {
-					stats := st.Stats()
-					log.Info("status", zap.Any("daemon", snap), zap.Any("engine", stats))
+				for i, core := range cores {
+					if snap, err := core.Status(); err == nil {
+						stats := sts[i].Stats()
+						log.Info("status", zap.Int("queue", c.Queues[i]), zap.Any("daemon", snap), zap.Any("engine", stats))
+					}
 				}
 				continue
 			}
 			log.Info("signal: draining", zap.Stringer("signal", sig))
 			srv.StopAccepting()
-			if err := core.Drain(); err != nil {
-				log.Warn("drain", zap.Error(err))
+			for _, core := range cores {
+				if err := core.Drain(); err != nil {
+					log.Warn("drain", zap.Int("queue", core.Queue()), zap.Error(err))
+				}
 			}
 		case err := <-runErr:
+			// On a queue's failure every core has been stopped; closing the
+			// control connections tells every application (the stuck
+			// queue's too) ErrDaemonGone.
 			srv.Close()
 			if err != nil {
-				log.Error("core stopped", zap.Error(err))
+				log.Error("ndpd stopping: a queue failed", zap.Error(err))
 				return err
 			}
 			log.Info("ndpd stopped")
@@ -225,14 +238,35 @@ func serve(c *Config, logOut io.Writer) error {
 	}
 }
 
-// serveMetrics serves /metrics on addr: the daemon's collector (stack,
-// pool, core loop, applications; one core status request per scrape) plus
-// the Go runtime's and the process's. The listener is bound before it
-// returns, so a bad address fails the start.
-func serveMetrics(addr string, core *daemon.Core, log *zap.Logger) (*http.Server, error) {
+// dialPlacement is how applications place dials on the queues: spread
+// over them on veth (a frame arrives on the peer's RX queue of the number
+// of the TX queue it left on, and the answers come back the same way), by
+// peer address elsewhere (a NIC's RSS, hashing UDP on addresses only, puts
+// every frame from one peer on one queue).
+func dialPlacement(ifname string) daemon.Placement {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return daemon.PlaceByPeer
+	}
+	defer unix.Close(fd)
+	if info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname); err == nil && unix.ByteSliceToString(info.Driver[:]) == "veth" {
+		return daemon.PlaceSpread
+	}
+	return daemon.PlaceByPeer
+}
+
+// serveMetrics serves /metrics on addr: each queue's daemon collector
+// (stack, pool, core loop, applications; one core status request per
+// scrape), its series labelled queue="N", plus the Go runtime's and the
+// process's. The listener is bound before it returns, so a bad address
+// fails the start.
+func serveMetrics(addr string, cores []*daemon.Core, log *zap.Logger) (*http.Server, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(metrics.NewDaemonCollector(core.Metrics),
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, core := range cores {
+		prometheus.WrapRegistererWith(prometheus.Labels{"queue": strconv.Itoa(core.Queue())}, reg).
+			MustRegister(metrics.NewDaemonCollector(core.Metrics))
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics_addr: %w", err)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,6 +51,8 @@ type Client struct {
 	buf    *ring.BufferArea
 	layout ring.Layout
 	local  netip.Addr
+	queues int       // queues the daemon serves (its attach reply)
+	place  Placement // how to place dials on them (its attach reply)
 
 	mu          sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
 	frames      *ring.FrameStack
@@ -84,10 +87,40 @@ type Client struct {
 }
 
 // Attach connects to ndpd's control socket at path, receives and maps the
-// region and the buffer area, and watches the control connection. Errors:
-// ErrNotAllowed (credentials refused), ErrDraining, ring.ErrNoPartition
-// wrapped in the daemon's message, or the dial error.
+// region and the buffer area of the daemon's first queue, and watches the
+// control connection. Errors: ErrNotAllowed (credentials refused),
+// ErrDraining, ring.ErrNoPartition wrapped in the daemon's message, or the
+// dial error.
 func Attach(path string, cfg ClientConfig) (*Client, error) {
+	return AttachQueue(path, 0, cfg)
+}
+
+// AttachQueues attaches to every queue the daemon at path serves, in its
+// order (Attach to the first, which tells how many there are, then
+// AttachQueue to each other one). On an error every attachment made is
+// closed.
+func AttachQueues(path string, cfg ClientConfig) ([]*Client, error) {
+	c, err := AttachQueue(path, 0, cfg)
+	if err != nil {
+		return nil, err
+	}
+	cs := []*Client{c}
+	for i := 1; i < c.Queues(); i++ {
+		ci, err := AttachQueue(path, i, cfg)
+		if err != nil {
+			for _, c := range cs {
+				c.Close()
+			}
+			return nil, fmt.Errorf("ndpd: queue %d of %d: %w", i, c.Queues(), err)
+		}
+		cs = append(cs, ci)
+	}
+	return cs, nil
+}
+
+// AttachQueue is Attach to the daemon's queue of index i (0 <= i <
+// Queues()), served by its own core loop.
+func AttachQueue(path string, i int, cfg ClientConfig) (*Client, error) {
 	cfg.populate()
 	ctl, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
@@ -97,7 +130,11 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		ctl.Close()
 		return nil, err
 	}
-	if _, err := ctl.Write([]byte(reqAttachMsg)); err != nil {
+	req := reqAttachMsg
+	if i != 0 {
+		req += " " + strconv.Itoa(i)
+	}
+	if _, err := ctl.Write([]byte(req)); err != nil {
 		return fail(fmt.Errorf("ndpd: attach %s: %w", path, err))
 	}
 	var msg [512]byte
@@ -109,8 +146,17 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		return fail(err)
 	}
 	var local netip.Addr
-	if f := strings.Fields(string(msg[:n])); len(f) == 2 {
-		local, _ = netip.ParseAddr(f[1])
+	queues, place := 1, PlaceByPeer
+	if f := strings.Fields(string(msg[:n])); len(f) >= 2 {
+		local, _ = netip.ParseAddr(f[1]) // "-": unknown
+		if len(f) >= 3 {
+			if q, err := strconv.Atoi(f[2]); err == nil && q > 0 {
+				queues = q
+			}
+		}
+		if len(f) >= 4 && f[3] == PlaceSpread.String() {
+			place = PlaceSpread
+		}
 	}
 	att, err := ring.RecvAttachment(ctl)
 	if err != nil {
@@ -148,7 +194,7 @@ func Attach(path string, cfg ClientConfig) (*Client, error) {
 		return fail(err)
 	}
 	c := &Client{
-		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l, local: local,
+		cfg: cfg, ctl: ctl, region: region, end: end, buf: buf, layout: l, local: local, queues: queues, place: place,
 		frames:      ring.NewFrameStack(l.Part),
 		waiters:     make(map[uint64]*pendingReply),
 		listeners:   make(map[uint16]*ClientListener),
@@ -221,6 +267,13 @@ func (c *Client) LocalAddr() netip.Addr { return c.local }
 
 // App returns the AppID the daemon assigned.
 func (c *Client) App() ring.AppID { return c.layout.App }
+
+// Queues is how many queues the daemon serves (AttachQueue's range).
+func (c *Client) Queues() int { return c.queues }
+
+// Placement is how the daemon asks applications to place dials on its
+// queues.
+func (c *Client) Placement() Placement { return c.place }
 
 // MaxPayload is the most bytes one TX or RX descriptor carries (the frame size).
 func (c *Client) MaxPayload() int { return int(c.layout.FrameSize) }

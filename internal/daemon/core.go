@@ -48,6 +48,9 @@ type Config struct {
 	// LocalAddr is the transport's IPv4 address, told to every attaching
 	// application (informational; the zero value is reported as unknown).
 	LocalAddr netip.Addr
+	// Queue is the interface queue this core serves (reported in Status
+	// and logs; informational).
+	Queue int
 	// Logger receives setup, teardown and rare events (never per packet).
 	// nil = no logs.
 	Logger *zap.Logger
@@ -131,7 +134,12 @@ type Core struct {
 	dbMu     sync.RWMutex
 	dbClosed bool
 	stopped  chan struct{}
+	quit     chan struct{} // closed by Stop
+	stopOnce sync.Once
 	running  atomic.Bool
+	// beat is when the loop last started an iteration (unix ns; 0 before
+	// Run): Stalled reads it from other goroutines.
+	beat atomic.Int64
 
 	draining   bool
 	drainUntil time.Time
@@ -180,6 +188,7 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 		reqs:      make(chan request, 64),
 		doorbell:  db,
 		stopped:   make(chan struct{}),
+		quit:      make(chan struct{}),
 	}
 	tr.SetWakeup(c.wake)
 	return c, nil
@@ -238,6 +247,8 @@ func (c *Core) call(r request) (reply, error) {
 	case c.reqs <- r:
 	case <-c.stopped:
 		return reply{}, ErrStopped
+	case <-c.quit:
+		return reply{}, ErrStopped
 	}
 	c.wake()
 	select {
@@ -245,7 +256,21 @@ func (c *Core) call(r request) (reply, error) {
 		return rep, rep.err
 	case <-c.stopped:
 		return reply{}, ErrStopped
+	case <-c.quit: // a stuck loop never answers: Stop bounds the wait
+		return reply{}, ErrStopped
 	}
+}
+
+// Stop makes Run return at its next iteration without draining: it aborts
+// every connection and reclaims every application (whose control
+// connections close: ErrDaemonGone). Requests from then on fail with
+// ErrStopped at once, even while a stuck loop never gets to its next
+// iteration. Safe from any goroutine; idempotent.
+func (c *Core) Stop() {
+	c.stopOnce.Do(func() {
+		close(c.quit)
+		c.wake()
+	})
 }
 
 // Attach registers a new application (from the control socket, after its
@@ -292,6 +317,26 @@ func (c *Core) Drain() error {
 
 // Stopped is closed when Run returns.
 func (c *Core) Stopped() <-chan struct{} { return c.stopped }
+
+// Stalled reports whether Run is running but has not started a loop
+// iteration for longer than after (at now): a loop that polls or sleeps
+// starts one at least every MaxSleep, so a longer gap means something in the
+// loop blocks (a stuck transport, a deadlock). Safe from any goroutine.
+func (c *Core) Stalled(now time.Time, after time.Duration) bool {
+	b := c.beat.Load()
+	if b == 0 {
+		return false
+	}
+	select {
+	case <-c.stopped:
+		return false
+	default:
+	}
+	return now.Sub(time.Unix(0, b)) > after
+}
+
+// Queue is Config.Queue.
+func (c *Core) Queue() int { return c.cfg.Queue }
 
 func (c *Core) handle(r request, now time.Time) {
 	var rep reply
@@ -451,11 +496,15 @@ func (c *Core) Run() error {
 	lastWork := c.started
 	for {
 		now := time.Now()
+		c.beat.Store(now.UnixNano())
 		work := false
 		select {
 		case r := <-c.reqs:
 			c.handle(r, now)
 			work = true
+		case <-c.quit:
+			c.log.Warn("core loop stopped", zap.Int("queue", c.cfg.Queue), zap.Int("open_sockets", c.openSockets()))
+			return nil
 		default:
 		}
 		if c.draining && (c.openSockets() == 0 || now.After(c.drainUntil)) {

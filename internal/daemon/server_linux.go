@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,15 @@ import (
 // Control socket protocol (SOCK_SEQPACKET, so every message keeps its
 // boundaries and an SCM_RIGHTS attachment cannot be merged with text):
 //
-//	app → ndpd   "ATTACH"          ndpd → app  "OK [ipv4]", then the ring.Attachment message
+//	app → ndpd   "ATTACH [i]"      ndpd → app  "OK <ipv4|-> <n> <peer|spread>", then the ring.Attachment message
 //	                                            or "ERR <reason>"
 //	any → ndpd   "STATUS"          ndpd → any  JSON Snapshot, or "ERR <reason>"
+//
+// A daemon serving n queues runs one Core per queue; "ATTACH i" attaches
+// to the i-th (0 <= i < n; "ATTACH" is "ATTACH 0"), and the reply tells n,
+// so an application attaches once per queue, each over its own control
+// connection (Client, AttachQueues), and how to place dials (Placement). STATUS answers the first queue's
+// snapshot with every queue's in Snapshot.Queues.
 //
 // Before reading the request the server checks the peer's credentials
 // (SO_PEERCRED, taken by the kernel at connect time) against the allowed
@@ -52,16 +59,45 @@ type ServerConfig struct {
 	// daemon's own uid.
 	AllowUIDs []uint32
 	AllowGIDs []uint32
+	// Placement is how applications place their dials on the queues,
+	// told to each in its attach reply. Default PlaceByPeer.
+	Placement Placement
 	// Logger; nil = no logs.
 	Logger *zap.Logger
 }
 
-// Server accepts applications on the control socket and attaches them to a Core.
+// Placement says which of a daemon's queues an application's dial goes
+// through. A connection lives on the queue its frames arrive on; an
+// accepted one is on the queue its first frame came in on, a dial must be
+// placed where the peer's answers will arrive.
+type Placement uint8
+
+const (
+	// PlaceByPeer: every dial to one peer address goes through one queue,
+	// chosen by a hash of the address, for NICs whose RSS hashes UDP on
+	// addresses only (docs/decisions.md, "Several queues").
+	PlaceByPeer Placement = iota
+	// PlaceSpread: dials go round-robin over the queues, for links that
+	// deliver a frame on the peer's RX queue numbered as the TX queue it
+	// left on, so that the peer's answers come back on the dial's queue
+	// (veth, both ends serving the same queues).
+	PlaceSpread
+)
+
+func (p Placement) String() string {
+	if p == PlaceSpread {
+		return "spread"
+	}
+	return "peer"
+}
+
+// Server accepts applications on the control socket and attaches them to
+// the Core of the queue they ask for.
 type Server struct {
-	cfg  ServerConfig
-	core *Core
-	log  *zap.Logger
-	ln   *net.UnixListener
+	cfg   ServerConfig
+	cores []*Core
+	log   *zap.Logger
+	ln    *net.UnixListener
 
 	mu     sync.Mutex
 	conns  map[*net.UnixConn]struct{}
@@ -74,9 +110,13 @@ type Server struct {
 // Refused returns how many peers were refused for their credentials.
 func (s *Server) Refused() uint64 { return s.refused.Load() }
 
-// Listen creates the control socket at cfg.Path. A stale socket file (no
-// daemon answers on it) is replaced; a live one is an error.
-func Listen(cfg ServerConfig, core *Core) (*Server, error) {
+// Listen creates the control socket at cfg.Path for the cores of the
+// queues served, in order (at least one). A stale socket file (no daemon
+// answers on it) is replaced; a live one is an error.
+func Listen(cfg ServerConfig, cores ...*Core) (*Server, error) {
+	if len(cores) == 0 {
+		return nil, fmt.Errorf("%w: no core to serve", ring.ErrBadConfig)
+	}
 	if cfg.Path == "" {
 		return nil, fmt.Errorf("%w: control socket path is empty", ring.ErrBadConfig)
 	}
@@ -114,7 +154,7 @@ func Listen(cfg ServerConfig, core *Core) (*Server, error) {
 			return nil, fmt.Errorf("ndpd: chown control socket: %w", err)
 		}
 	}
-	return &Server{cfg: cfg, core: core, log: cfg.Logger, ln: ln, conns: make(map[*net.UnixConn]struct{})}, nil
+	return &Server{cfg: cfg, cores: cores, log: cfg.Logger, ln: ln, conns: make(map[*net.UnixConn]struct{})}, nil
 }
 
 // Addr returns the socket path.
@@ -228,24 +268,51 @@ func (s *Server) serveConn(c *net.UnixConn) {
 		c.Write([]byte(fmt.Sprintf("ERR %v: uid %d gid %d", ErrNotAllowed, peer.UID, peer.GID)))
 		return
 	}
-	switch strings.TrimSpace(string(buf[:n])) {
-	case reqStatusMsg:
-		snap, err := s.core.Status()
+	req := strings.Fields(string(buf[:n]))
+	switch {
+	case len(req) == 1 && req[0] == reqStatusMsg:
+		snap, err := s.status()
 		if err != nil {
 			c.Write([]byte("ERR " + err.Error()))
 			return
 		}
 		b, _ := json.Marshal(snap)
 		c.Write(b)
-	case reqAttachMsg:
-		s.serveAttach(c, peer)
+	case len(req) >= 1 && len(req) <= 2 && req[0] == reqAttachMsg:
+		q := 0
+		if len(req) == 2 {
+			if q, err = strconv.Atoi(req[1]); err != nil || q < 0 || q >= len(s.cores) {
+				c.Write([]byte(fmt.Sprintf("ERR %v: queue index %q of %d", ErrProtocol, req[1], len(s.cores))))
+				return
+			}
+		}
+		s.serveAttach(c, peer, s.cores[q])
 	default:
 		c.Write([]byte("ERR " + ErrProtocol.Error() + ": unknown request"))
 	}
 }
 
-func (s *Server) serveAttach(c *net.UnixConn, peer PeerCred) {
-	app, att, err := s.core.Attach(peer, func() { c.Close() })
+// status is the first core's snapshot, with every core's in Queues when
+// there are several.
+func (s *Server) status() (Snapshot, error) {
+	snap, err := s.cores[0].Status()
+	if err != nil || len(s.cores) == 1 {
+		return snap, err
+	}
+	all := []Snapshot{snap}
+	for _, core := range s.cores[1:] {
+		q, err := core.Status()
+		if err != nil {
+			return snap, fmt.Errorf("queue %d: %w", core.Queue(), err)
+		}
+		all = append(all, q)
+	}
+	snap.Queues = all
+	return snap, nil
+}
+
+func (s *Server) serveAttach(c *net.UnixConn, peer PeerCred, core *Core) {
+	app, att, err := core.Attach(peer, func() { c.Close() })
 	if err != nil {
 		s.log.Warn("attach refused", zap.Int32("pid", peer.PID), zap.Error(err))
 		c.Write([]byte("ERR " + err.Error()))
@@ -253,10 +320,11 @@ func (s *Server) serveAttach(c *net.UnixConn, peer PeerCred) {
 	}
 	// att holds duplicates of the region's descriptors, ours to close, so a
 	// core that reclaims the app meanwhile cannot make us send stale numbers.
-	ok := "OK"
-	if a := s.core.LocalAddr(); a.IsValid() {
-		ok += " " + a.String()
+	ok := "OK -"
+	if a := core.LocalAddr(); a.IsValid() {
+		ok = "OK " + a.String()
 	}
+	ok += " " + strconv.Itoa(len(s.cores)) + " " + s.cfg.Placement.String()
 	_, err = c.Write([]byte(ok))
 	if err == nil {
 		err = ring.SendAttachment(c, att)
@@ -275,7 +343,7 @@ func (s *Server) serveAttach(c *net.UnixConn, peer PeerCred) {
 	if errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
-	if derr := s.core.Detach(app); derr != nil && !errors.Is(derr, ErrStopped) {
+	if derr := core.Detach(app); derr != nil && !errors.Is(derr, ErrStopped) {
 		s.log.Warn("detach", zap.Error(derr))
 	}
 }

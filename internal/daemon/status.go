@@ -19,6 +19,8 @@ type PeerCred struct {
 // Snapshot is the operator's view of a running core: what `ndpd status`
 // prints. It is plain data (JSON-encodable).
 type Snapshot struct {
+	// Queue is the interface queue of the core this snapshot describes.
+	Queue    int            `json:"queue"`
 	Uptime   time.Duration  `json:"uptime_ns"`
 	Draining bool           `json:"draining"`
 	Pool     ring.PoolStats `json:"pool"`
@@ -34,6 +36,10 @@ type Snapshot struct {
 	// socket) when the transport is an engine stack: retransmissions,
 	// frames refused as malformed or hostile, kernel drops.
 	Engine *engine.Stats `json:"engine,omitempty"`
+	// Queues, from a daemon serving several queues, are every queue's
+	// snapshot in the order the daemon serves them (the fields above are
+	// the first queue's). Empty with one queue.
+	Queues []Snapshot `json:"queues,omitempty"`
 }
 
 // engineStatser is implemented by transports backed by an engine.Stack.
@@ -70,6 +76,7 @@ type RingOccupancy struct {
 func (c *Core) status(now time.Time, audit bool) Snapshot {
 	pc := c.pool.Counters()
 	snap := Snapshot{
+		Queue:    c.cfg.Queue,
 		Uptime:   now.Sub(c.started),
 		Draining: c.draining,
 		Pool:     c.pool.Stats(),

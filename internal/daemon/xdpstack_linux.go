@@ -1,6 +1,10 @@
 package daemon
 
-import "github.com/ndpstack/ndpstack/internal/engine"
+import (
+	"fmt"
+
+	"github.com/ndpstack/ndpstack/internal/engine"
+)
 
 // xdpResolvers is how many neighbour resolutions an OpenXDPStack daemon runs
 // at once (one kernel resolver and worker goroutine each): a dial to an
@@ -15,10 +19,44 @@ const xdpResolvers = 4
 // thread's network namespace). ec's Link, Resolver, NoBackground and OnEvent are set
 // here. Closing the stack closes the link and the resolvers.
 func OpenXDPStack(xc engine.XDPConfig, ec engine.Config, tc EngineTransportConfig) (*engine.Stack, *EngineTransport, error) {
-	link, err := engine.OpenXDP(xc)
+	sts, trs, err := OpenXDPStacks(xc, []int{xc.Queue}, ec, tc)
 	if err != nil {
 		return nil, nil, err
 	}
+	return sts[0], trs[0], nil
+}
+
+// OpenXDPStacks is OpenXDPStack for several queues of one interface: one
+// stack and transport per queue (each over its own AF_XDP socket and UMEM,
+// engine.OpenXDPEach), for one core loop each. tc.Resolvers, when set, go
+// to the first queue; every other queue opens its own kernel resolvers.
+func OpenXDPStacks(xc engine.XDPConfig, queues []int, ec engine.Config, tc EngineTransportConfig) ([]*engine.Stack, []*EngineTransport, error) {
+	links, err := engine.OpenXDPEach(xc, queues)
+	if err != nil {
+		return nil, nil, err
+	}
+	var sts []*engine.Stack
+	var trs []*EngineTransport
+	for i, link := range links {
+		st, tr, err := openXDPStack(link, ec, tc)
+		if err != nil {
+			for _, st := range sts {
+				st.Close()
+			}
+			for _, l := range links[i:] {
+				l.Close()
+			}
+			return nil, nil, fmt.Errorf("queue %d: %w", queues[i], err)
+		}
+		sts, trs = append(sts, st), append(trs, tr)
+		tc.Resolvers = nil
+	}
+	return sts, trs, nil
+}
+
+// openXDPStack builds one queue's stack and transport over link (closed on
+// an error).
+func openXDPStack(link *engine.XDPLink, ec engine.Config, tc EngineTransportConfig) (*engine.Stack, *EngineTransport, error) {
 	var opened []engine.Resolver
 	closeOpened := func() {
 		for _, r := range opened {

@@ -72,6 +72,18 @@ type XDPLink struct {
 // steering program (only NDP's UDP port reaches the socket; ARP and the rest
 // go to the kernel). Call it in the network namespace of the interface.
 func OpenXDP(cfg XDPConfig) (*XDPLink, error) {
+	ls, err := OpenXDPEach(cfg, []int{cfg.Queue})
+	if err != nil {
+		return nil, err
+	}
+	return ls[0], nil
+}
+
+// OpenXDPEach opens one link per queue of queues (cfg.Queue is ignored):
+// each its own AF_XDP socket and UMEM (afxdp.OpenEach), so each link can
+// have its own owner goroutine, all steered by one program. Call it in the
+// network namespace of the interface.
+func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 	if cfg.UDPPort == 0 {
 		cfg.UDPPort = 6420
 	}
@@ -89,36 +101,50 @@ func OpenXDP(cfg XDPConfig) (*XDPLink, error) {
 			frameSize = 4096
 		}
 	}
-	p, err := afxdp.Open(afxdp.Config{
-		Interface: cfg.Interface, Queues: []int{cfg.Queue}, UDPPort: cfg.UDPPort,
+	ports, err := afxdp.OpenEach(afxdp.Config{
+		Interface: cfg.Interface, Queues: queues, UDPPort: cfg.UDPPort,
 		Bind: cfg.Bind, Attach: cfg.Attach, RingSize: cfg.RingSize, Logger: cfg.Logger,
 		FrameSize: frameSize,
 	})
 	if err != nil {
 		return nil, err
 	}
+	links := make([]*XDPLink, 0, len(ports))
+	for i, p := range ports {
+		l, err := newXDPLink(p, ifc, cfg.RingSize)
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			for _, p := range ports[i:] {
+				p.Close()
+			}
+			return nil, err
+		}
+		links = append(links, l)
+	}
+	return links, nil
+}
+
+// newXDPLink wraps p, a port of one queue; the link owns it.
+func newXDPLink(p *afxdp.Port, ifc *net.Interface, ringSize int) (*XDPLink, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
 	if err != nil {
 		p.Close()
 		return nil, fmt.Errorf("engine: eventfd: %w", err)
 	}
-	ring := cfg.RingSize
-	if ring == 0 {
-		ring = afxdp.DefaultRingSize
+	if ringSize == 0 {
+		ringSize = afxdp.DefaultRingSize
 	}
 	l := &XDPLink{
-		port: p, q: p.Queue(cfg.Queue), umem: p.UMEM(),
+		port: p, q: p.Queues()[0], umem: p.UMEM(),
 		mac: [6]byte(ifc.HardwareAddr), ifindex: ifc.Index, name: ifc.Name,
 		frameCap: min(ifc.MTU+14, p.UMEM().FrameSize()-xdpHeadroom-p.UMEM().Headroom()),
-		ringSize: ring,
+		ringSize: ringSize,
 		rx:       make([]afxdp.Desc, 1024),
 		tx:       make([]afxdp.Desc, 1024),
 		spare:    make([]afxdp.Desc, 0, 1024),
 		efd:      efd,
-	}
-	if l.q == nil {
-		l.Close()
-		return nil, fmt.Errorf("engine: queue %d not opened", cfg.Queue)
 	}
 	l.pfd = [2]unix.PollFd{{Fd: int32(l.q.FD()), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
 	return l, nil
