@@ -11,8 +11,9 @@ import (
 // (pulls released at once) and returns every frame's header bytes with the UDP
 // checksum field cleared, and both ends' stats. With zero set both endpoints
 // use ZeroPayload: the sender's frame buffer is filled with junk before each
-// PollFrame, each frame is checked to be a valid frame once its payload is
-// zeroed, and b's reads must leave the read buffer untouched.
+// PollFrame, which must leave the payload region untouched, each frame is
+// checked to be a valid frame once its payload is zeroed, and b's reads must
+// leave the read buffer untouched.
 func zeroPayloadRun(t *testing.T, zero bool, n int) (hdrs [][]byte, sa, sb Stats) {
 	t.Helper()
 	a := mkEP(t, ipA, func(c *Config) { c.ZeroPayload = zero; c.MTU = 9000 })
@@ -83,6 +84,9 @@ func zeroPayloadRun(t *testing.T, zero bool, n int) (hdrs [][]byte, sa, sb Stats
 				moved = true
 				f := buf[:k]
 				if zero {
+					if k > HeaderOverhead && bytes.Count(f[HeaderOverhead:], []byte{0xA5}) != k-HeaderOverhead {
+						t.Fatal("ZeroPayload PollFrame wrote into the payload region") // the simulator overlaps frame buffers past the headers
+					}
 					z := append([]byte(nil), f...)
 					clear(z[HeaderOverhead:])
 					var pf Frame

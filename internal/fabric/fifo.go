@@ -19,24 +19,33 @@ func (q *fifo) push(f []byte) {
 		}
 		q.buf, q.head = nb, 0
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = f
+	q.buf[q.wrap(q.head+q.size)] = f
 	q.size++
+}
+
+// wrap maps i in [0, 2*len(buf)) onto the ring (a compare instead of a division: the
+// ring's length is not a constant).
+func (q *fifo) wrap(i int) int {
+	if i >= len(q.buf) {
+		i -= len(q.buf)
+	}
+	return i
 }
 
 func (q *fifo) pop() []byte {
 	f := q.buf[q.head]
 	q.buf[q.head] = nil
-	q.head = (q.head + 1) % len(q.buf)
+	q.head = q.wrap(q.head + 1)
 	q.size--
 	return f
 }
 
 func (q *fifo) popTail() []byte {
-	i := (q.head + q.size - 1) % len(q.buf)
+	i := q.wrap(q.head + q.size - 1)
 	f := q.buf[i]
 	q.buf[i] = nil
 	q.size--
 	return f
 }
 
-func (q *fifo) peekTail() []byte { return q.buf[(q.head+q.size-1)%len(q.buf)] }
+func (q *fifo) peekTail() []byte { return q.buf[q.wrap(q.head+q.size-1)] }

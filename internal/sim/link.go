@@ -159,7 +159,7 @@ func (l *Link) deliver(f []byte) {
 	if fl.Duplicate > 0 && s.rng.Float64() < fl.Duplicate {
 		l.stats.Duplicated++
 		dup := s.getBuf()[:len(f)]
-		copy(dup, f)
+		copy(dup[:min(len(f), s.ownBytes())], f)
 		s.push(s.now+delay+1, evBody{kind: evArrive, link: l, frame: dup})
 	}
 	s.push(s.now+delay, evBody{kind: evArrive, link: l, frame: f})

@@ -95,6 +95,9 @@ func newNetwork(topology string, p Params, hosts int) (*Network, error) {
 	s := New(p.Seed, mtu+14+64)
 	n := &Network{Sim: s, topology: topology, p: p, mtu: mtu, down: make([]*Link, hosts),
 		bytes: p.CheckBytes || p.Faults.Corrupt > 0}
+	if !n.bytes {
+		s.shareBufs(frameSlot)
+	}
 	for i := 0; i < hosts; i++ {
 		ec := p.Endpoint
 		ec.LocalMAC, ec.LocalIP = HostMAC(i), HostIP(i)
