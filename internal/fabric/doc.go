@@ -21,6 +21,12 @@
 // (phantom queue ECN). A frame handed to Enqueue belongs to the Port until it comes back
 // from Dequeue or as a bounce or drop verdict.
 //
+// Which frames are data the port may trim, which go to the header queue and how a
+// frame is trimmed is NDP's parsing by default (the NDP-aware switch); Config.Trimmer
+// replaces it for a switch that does not parse NDP (the software switch's commodity
+// personality classifies by DSCP and cuts frames to a fixed size). Admission, the
+// queues, WRR and the phantom queue are the same code either way.
+//
 // The optional phantom queue (HULL, papers/hull-nsdi12.txt section 3) is a counter that
 // grows with every byte the port sends and drains at γ·C; while it is above its threshold
 // the port marks ECN CE on the IPv4 header of departing frames. It never delays a frame:

@@ -44,6 +44,26 @@ type Config struct {
 	PhantomThreshold int
 	// Seed seeds the trim coin. Ports with equal seeds make equal choices.
 	Seed uint64
+	// Trimmer, when set, replaces NDP's parsing in the port's admission: which
+	// frames are data the port may trim, which go to the header queue, and how
+	// a data frame is trimmed. A commodity switch that classifies by DSCP and
+	// cuts frames to a fixed size (internal/softswitch) supplies one. A port
+	// with a Trimmer never returns a frame to its sender (its frames are not
+	// known to be NDP's). Nil means NDP's (ndp.IsTrimmable, ndp.IsControl,
+	// ndp.TrimFrame): the NDP-aware switch.
+	Trimmer Trimmer
+}
+
+// Trimmer is a Port's admission classification and trimming for frames the
+// switch does not parse as NDP (Config.Trimmer).
+type Trimmer interface {
+	// Trimmable reports whether frame is a data frame the port may trim.
+	Trimmable(frame []byte) bool
+	// Control reports whether a frame that is not trimmable belongs in the
+	// header queue; any other frame is tail-dropped when the data queue is full.
+	Control(frame []byte) bool
+	// Trim cuts a trimmable frame in place and returns its new length.
+	Trim(frame []byte) (int, error)
 }
 
 // ErrConfig is returned (wrapped) for an invalid Config.
@@ -185,8 +205,8 @@ func (p *Port) coin() bool {
 // be dropped instead; its buffer is the caller's again.
 func (p *Port) Enqueue(frame []byte, now ndp.Time) (v Verdict, out []byte, bounced, dropped []byte) {
 	p.stats.Arrivals++
-	trimmable := ndp.IsTrimmable(frame)
-	if !trimmable && ndp.IsControl(frame) {
+	trimmable := p.trimmable(frame)
+	if !trimmable && p.control(frame) {
 		// Header-only frames (ACK, NACK, PULL, RESET, trimmed or bounced headers) go to
 		// the priority queue; if it is full they are lost (RTO or the next PULL covers
 		// them).
@@ -212,7 +232,7 @@ func (p *Port) Enqueue(frame []byte, now ndp.Time) (v Verdict, out []byte, bounc
 	}
 	// The data queue is full: trim the arrival or the tail.
 	trimTail := p.cfg.Trim == TrimTail || (p.cfg.Trim == TrimRandom && p.coin())
-	if trimTail && ndp.IsTrimmable(p.data.peekTail()) {
+	if trimTail && p.trimmable(p.data.peekTail()) {
 		tail := p.data.popTail()
 		p.data.push(frame)
 		p.dataB += len(frame) - len(tail)
@@ -233,7 +253,7 @@ func (p *Port) Enqueue(frame []byte, now ndp.Time) (v Verdict, out []byte, bounc
 // trimToHeaders trims a data frame and queues its header, bouncing or dropping it when
 // the header queue is full.
 func (p *Port) trimToHeaders(frame []byte) (Verdict, []byte) {
-	n, err := ndp.TrimFrame(frame)
+	n, err := p.trim(frame)
 	if err != nil {
 		p.stats.Dropped++
 		return Dropped, frame
@@ -244,12 +264,33 @@ func (p *Port) trimToHeaders(frame []byte) (Verdict, []byte) {
 		p.pushHeader(frame)
 		return QueuedTrimmed, frame
 	}
-	if p.cfg.NoReturnToSender || ndp.BounceFrame(frame) != nil {
+	if p.cfg.NoReturnToSender || p.cfg.Trimmer != nil || ndp.BounceFrame(frame) != nil {
 		p.stats.Dropped++
 		return Dropped, frame
 	}
 	p.stats.Bounced++
 	return Bounced, frame
+}
+
+func (p *Port) trimmable(f []byte) bool {
+	if p.cfg.Trimmer != nil {
+		return p.cfg.Trimmer.Trimmable(f)
+	}
+	return ndp.IsTrimmable(f)
+}
+
+func (p *Port) control(f []byte) bool {
+	if p.cfg.Trimmer != nil {
+		return p.cfg.Trimmer.Control(f)
+	}
+	return ndp.IsControl(f)
+}
+
+func (p *Port) trim(f []byte) (int, error) {
+	if p.cfg.Trimmer != nil {
+		return p.cfg.Trimmer.Trim(f)
+	}
+	return ndp.TrimFrame(f)
 }
 
 func (p *Port) pushHeader(frame []byte) {

@@ -317,3 +317,47 @@ func TestBytesFollowQueues(t *testing.T) {
 		t.Fatalf("empty port holds %d, %d bytes", d, h)
 	}
 }
+
+// byteTrimmer is a Trimmer that knows nothing of NDP: frames starting with 'D'
+// are data, cut to 30 bytes with their first byte rewritten to 'T'; 'T' and 'C'
+// frames are control.
+type byteTrimmer struct{}
+
+func (byteTrimmer) Trimmable(f []byte) bool { return f[0] == 'D' }
+func (byteTrimmer) Control(f []byte) bool   { return f[0] == 'T' || f[0] == 'C' }
+func (byteTrimmer) Trim(f []byte) (int, error) {
+	f[0] = 'T'
+	return min(len(f), 30), nil
+}
+
+// TestTrimmerHook: a port with a Trimmer admits, trims and serves by it with
+// the same queues and WRR as for NDP, and never returns a frame to its sender.
+func TestTrimmerHook(t *testing.T) {
+	p, err := NewPort(Config{DataQueue: 2, HeaderQueueBytes: 64, WRRHeaders: 2, Trim: TrimArrival, Trimmer: byteTrimmer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := func() []byte { f := make([]byte, 100); f[0] = 'D'; return f }
+	for i, want := range []Verdict{Queued, Queued, QueuedTrimmed, QueuedTrimmed, Dropped} {
+		if v, out, _, _ := p.Enqueue(data(), 0); v != want || v == QueuedTrimmed && (len(out) != 30 || out[0] != 'T') {
+			t.Fatalf("data frame %d: %v (%d bytes), want %v", i, v, len(out), want)
+		}
+	}
+	if v, _, _, _ := p.Enqueue([]byte("C-control"), 0); v != Dropped { // 60 of 64 header bytes held
+		t.Fatalf("control frame past the header queue: %v", v)
+	}
+	if p.ReturnToSender(make([]byte, ndp.HeaderOverhead)) {
+		t.Fatal("a port with a Trimmer returned a frame to its sender")
+	}
+	var order []byte
+	for !p.Empty() {
+		f, _ := p.Dequeue(0)
+		order = append(order, f[0])
+	}
+	if string(order) != "TTDD" {
+		t.Fatalf("departure order %q, want the two trimmed headers first (WRR 2:1)", order)
+	}
+	if st := p.Stats(); st.Trimmed != 3 || st.Dropped != 2 || st.Bounced != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

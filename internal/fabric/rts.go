@@ -17,7 +17,7 @@ import "github.com/ndpstack/ndpstack/ndp"
 // It lives in its own file because it was added by the simulator's FatTree work
 // (internal/sim) without changing Enqueue's contract for the software switch.
 func (p *Port) ReturnToSender(frame []byte) bool {
-	if p.cfg.NoReturnToSender {
+	if p.cfg.NoReturnToSender || p.cfg.Trimmer != nil {
 		return false
 	}
 	const ndpOff = ndp.HeaderOverhead - ndp.NDPHeaderLen

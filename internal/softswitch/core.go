@@ -92,16 +92,6 @@ func (s Stats) Sub(old Stats) Stats {
 	return d
 }
 
-// ndpQueue is an output port's NDP queue discipline: internal/fabric's Port
-// (NDP-aware) or commodityPort.
-type ndpQueue interface {
-	Enqueue(frame []byte, now ndp.Time) (v fabric.Verdict, out []byte, bounced, dropped []byte)
-	ReturnToSender(frame []byte) bool
-	Dequeue(now ndp.Time) ([]byte, bool)
-	Empty() bool
-	Stats() fabric.Stats
-}
-
 // outPort is one output port: its NDP queues, its drop-tail queue and the
 // emulated link's clock. An external port sends on its veth (AF_XDP port of
 // the same index); an internal one is a leaf-spine link inside the process
@@ -115,7 +105,7 @@ type outPort struct {
 	flight    []byte // internal: the frame on the wire, reaching peer at flightAt
 	flightAt  ndp.Time
 	psPerByte int64
-	ndp       ndpQueue
+	ndp       *fabric.Port // NDP-aware, or with the commodity personality's Trimmer
 	other     ring
 	next      ndp.Time // when the emulated link is free for the next frame
 	turn      bool     // both classes backlogged: alternate, starting with NDP
@@ -146,22 +136,26 @@ type node struct {
 // core is the switch's sans-IO part: frames and `now` in, frames per output port
 // out. One goroutine owns it.
 type core struct {
-	cfg      Config
-	ports    []*outPort // external ports first (index = AF_XDP port), then internal links
-	external int
-	nodes    []node
-	nic      []int             // per external port: its host NIC link (HostQueue > 0)
-	macs     map[[6]byte]uint8 // learned host MAC -> external port
-	free     [][]byte          // queue buffers, each bufSize long
-	outs     []int             // flood scratch
-	horizon  ndp.Time
-	maxLag   ndp.Time
-	st       Stats
+	cfg       Config
+	commodity *commodityTrimmer // the commodity personality's classification (nil: NDP-aware)
+	ports     []*outPort        // external ports first (index = AF_XDP port), then internal links
+	external  int
+	nodes     []node
+	nic       []int             // per external port: its host NIC link (HostQueue > 0)
+	macs      map[[6]byte]uint8 // learned host MAC -> external port
+	free      [][]byte          // queue buffers, each bufSize long
+	outs      []int             // flood scratch
+	horizon   ndp.Time
+	maxLag    ndp.Time
+	st        Stats
 }
 
 func newCore(cfg Config) (*core, error) {
 	c := &core{cfg: cfg, macs: make(map[[6]byte]uint8), external: len(cfg.Ports),
 		horizon: ndp.Time(cfg.Horizon), maxLag: ndp.Time(cfg.CatchUp)}
+	if cfg.Personality == TrimCommodity {
+		c.commodity = &commodityTrimmer{cfg: cfg.Commodity}
+	}
 	leaves := cfg.leaves()
 	if leaves == 0 {
 		c.nodes = []node{{kind: single}}
@@ -178,25 +172,20 @@ func newCore(cfg Config) (*core, error) {
 		i := len(c.ports)
 		n += cfg.OtherQueue + 64
 		o := &outPort{name: name, sw: sw, peer: peer, via: i, psPerByte: 8e12 / rate}
-		switch cfg.Personality {
-		case TrimCommodity:
-			q, err := newCommodityPort(cfg, uint64(i))
-			if err != nil {
-				return err
-			}
-			o.ndp = q
-			n += commodityBuffers(cfg)
-		default:
-			fc := cfg.Fabric
-			fc.Seed += uint64(i)
-			q, err := fabric.NewPort(fc)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrConfig, err)
-			}
-			o.ndp = q
-			fc = q.Config()
-			n += fc.DataQueue + fc.HeaderQueueBytes/ndp.HeaderOverhead
+		fc := cfg.Fabric
+		fc.Seed += uint64(i)
+		minFrame := ndp.HeaderOverhead // the smallest frame the header queue holds
+		if c.commodity != nil {
+			fc.Trimmer, fc.Trim, fc.NoReturnToSender = c.commodity, fabric.TrimArrival, true
+			minFrame = 60
 		}
+		q, err := fabric.NewPort(fc)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		o.ndp = q
+		fc = q.Config()
+		n += fc.DataQueue + fc.HeaderQueueBytes/minFrame
 		o.other.init(cfg.OtherQueue)
 		c.ports = append(c.ports, o)
 		return nil
@@ -377,8 +366,8 @@ func (c *core) classifies(o *outPort, f []byte) bool {
 	if o.fifo {
 		return false
 	}
-	if cp, ok := o.ndp.(*commodityPort); ok {
-		return cp.classifies(f)
+	if c.commodity != nil {
+		return c.commodity.classifies(f)
 	}
 	return len(f) >= ndp.HeaderOverhead && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 && f[23] == 17 &&
 		binary.BigEndian.Uint16(f[36:38]) == c.cfg.NDPPort

@@ -38,9 +38,10 @@
 // spine 0. Config.HostQueue optionally emulates each host's link into the
 // switch (a NIC queue), so host bursts enter at the link rate.
 //
-// The commodity personality (TrimCommodity) replaces fabric.Port by a queue that
-// classifies by DSCP only and, on a failed admission, cuts the frame to TrimSize
-// bytes and rewrites its DSCP, as SAI packet trimming does.
+// The commodity personality (TrimCommodity) runs the same fabric.Port with a
+// fabric.Trimmer that classifies by DSCP only and, on a failed admission, cuts
+// the arriving frame to TrimSize bytes and rewrites its DSCP, as SAI packet
+// trimming does (no return to sender).
 //
 // The switch answers nothing itself (no ARP, no ICMP). Malformed frames are
 // counted and dropped; a port whose socket fails (its interface was removed) is
