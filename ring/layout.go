@@ -29,7 +29,8 @@ import (
 //	    52     4  partCount      frames in the app's TX partition
 //	    56    72  reserved       zero
 //	   128     4  daemonSleeping sleep flag, written only by the daemon (own 128-byte line)
-//	   256     4  appSleeping    sleep flag, written only by the app (own 128-byte line)
+//	   256     4  appSleeping    sleep word, written only by the app (own 128-byte line; ndpd's
+//	                             client keeps counts in it, internal/daemon/proto.go)
 //	   384  16*n  ring table     n = ringCount entries:
 //	                                0 uint64 offset of the ring block
 //	                                8 uint32 slots (power of two)

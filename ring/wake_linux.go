@@ -118,6 +118,18 @@ func (n *Notifier) Notify() (bool, error) {
 	return true, eventfdSignal(n.efd)
 }
 
+// NotifyMask is Notify for a peer whose sleep word carries more than one
+// flag: it writes the eventfd only when the word has a bit of mask set (the
+// waker decides which of the peer's reasons to wait this batch answers).
+// The ordering argument is Notify's, for each bit.
+func (n *Notifier) NotifyMask(mask uint32) (bool, error) {
+	if atomic.LoadUint32(n.flag)&mask == 0 {
+		return false, nil
+	}
+	n.Wakeups.Add(1)
+	return true, eventfdSignal(n.efd)
+}
+
 func eventfdSignal(efd int) error {
 	var one = [8]byte{1} // little-endian 1
 	for {

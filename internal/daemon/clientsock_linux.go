@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ndpstack/ndpstack/ndp"
@@ -253,9 +254,21 @@ func (s *ClientSock) Write(p []byte, deadline time.Time, cancel <-chan struct{})
 				signalChan(c.framesAvail) // another parked writer may go on
 			}
 		}
+		if got == 0 {
+			// Out of frames: the core wakes a sleeper for completions only
+			// while the sleep word counts a writer waiting for them (the
+			// word is touched under mu while !dead: Close unmaps it).
+			atomic.AddUint32(c.sleepWord, appFrameWaiter)
+		}
 		c.mu.Unlock()
 		if got == 0 {
-			if err := c.waitFor(s.canSend, c.framesAvail, s.closeCh, deadline, cancel); err != nil {
+			err := c.waitFor(s.canSend, c.framesAvail, s.closeCh, deadline, cancel)
+			c.mu.Lock()
+			if !c.dead {
+				atomic.AddUint32(c.sleepWord, ^(appFrameWaiter - 1))
+			}
+			c.mu.Unlock()
+			if err != nil {
 				return total, err
 			}
 		}

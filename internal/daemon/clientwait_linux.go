@@ -25,9 +25,13 @@ import (
 //     that leaves while others are parked passes the token on (tokFree).
 //
 // The sleeper's protocol is ring's (ring/wake_linux.go), with the app's
-// sleep word used as a count of sleepers (atomic add) rather than a flag,
-// which the daemon's Notifier reads the same way (non-zero = write the
-// eventfd):
+// sleep word used as two counts (atomic adds) rather than a flag: sleepers
+// in the low half, writers waiting for TX frames in the high half. The
+// daemon's Notifier reads the half that matches what it produced
+// (proto.go, wakeReason): data and events wake a sleeper, completions only
+// while a writer waits for frames. A writer that registers while the
+// sleeper is already in ppoll and whose own poll cannot run (another
+// goroutine polls at that moment) waits at most sleepSlice for its frames:
 //
 //	S1 add 1 to appSleeping     S2 poll the rings afresh (or give up if
 //	S3 ppoll(WakeApp, intr)        another goroutine polls right now)

@@ -524,9 +524,11 @@ func (c *Core) Run() error {
 				i--
 				continue
 			}
-			if s.produced {
-				s.produced = false
-				s.end.Notifier.Notify()
+			if s.wake != 0 {
+				if woke, _ := s.end.Notifier.NotifyMask(s.wake.mask()); woke {
+					s.counters.AppWakeups++
+				}
+				s.wake = 0
 			}
 			work = work || w
 		}

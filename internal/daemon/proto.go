@@ -217,3 +217,49 @@ func (o *DialOptions) applyOption(d *ring.Desc) error {
 
 // DialSlots returns how many slots of an n-slot region the application allocates.
 func DialSlots(n int) int { return n / 2 }
+
+// The application's sleep word (region header, appSleeping) holds two
+// counts the client keeps with atomic adds: its sleeping goroutines (the
+// designated sleeper; low half) and its writers waiting for TX frames
+// (high half). The core reads it after each iteration and writes the app's
+// eventfd only when what it produced answers a reason to wait someone has
+// (wakeReason): data, ends of streams, accepted connections and replies
+// wake a sleeper; returned TX frames wake it only while a writer waits for
+// frames; a freed slot or a successful dial's reply wakes nobody (the app
+// takes them on its next poll).
+const (
+	appSleepersMask  uint32 = 0x0000ffff
+	appFrameWaiter   uint32 = 1 << 16
+	appFrameWaitMask uint32 = 0xffff0000
+)
+
+// wakeReason is what an iteration produced for an application, by who
+// waits for it.
+type wakeReason uint8
+
+const (
+	wakeReaders wakeReason = 1 << iota // RX data, OpEnd, EvAccepted, a reply somebody waits for
+	wakeWriters                        // completions: frames back for a writer out of them
+)
+
+// mask is the part of the app's sleep word that makes r worth a wakeup.
+func (r wakeReason) mask() uint32 {
+	var m uint32
+	if r&wakeReaders != 0 {
+		m |= appSleepersMask
+	}
+	if r&wakeWriters != 0 {
+		m |= appFrameWaitMask
+	}
+	return m
+}
+
+// eventWake is the wakeReason of an event-ring descriptor: a successful
+// dial's OpReply wakes nobody (a dial does not wait for it; a failed one
+// must reach the socket's reader), everything else wakes a sleeper.
+func eventWake(d *ring.Desc) wakeReason {
+	if d.Op == ring.OpReply && d.Cookie&connectCookie != 0 && Status(d.Aux) == StatusOK {
+		return 0
+	}
+	return wakeReaders
+}

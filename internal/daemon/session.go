@@ -56,6 +56,7 @@ type SessionCounters struct {
 	RXBytes        uint64 // bytes delivered on RX rings
 	AcceptsDropped uint64 // inbound connections aborted: too many waiting for a slot
 	RXLentCap      uint64 // RX deliveries deferred: the app holds MaxLentPerApp frames
+	AppWakeups     uint64 // eventfd writes that woke the app's sleeping goroutine
 }
 
 // session is one attached application: its region, the daemon end of its
@@ -81,9 +82,9 @@ type session struct {
 	lent      uint32      // daemon frames this app holds (RX rings or its hands)
 	counters  SessionCounters
 	attached  time.Time
-	produced  bool   // something was produced for the app this iteration (notify it)
-	dead      bool   // reclaimed; the core drops it from its list
-	onDeath   func() // closes the app's control connection
+	wake      wakeReason // what this iteration produced that a sleeping app waits for
+	dead      bool       // reclaimed; the core drops it from its list
+	onDeath   func()     // closes the app's control connection
 }
 
 func newSession(app ring.AppID, region *ring.Region, end *ring.DaemonEnd, peer PeerCred, now time.Time) *session {
@@ -113,7 +114,7 @@ func (s *session) event(d ring.Desc) {
 		var one [1]ring.Desc
 		one[0] = d
 		if n, _ := s.end.Events.Produce(one[:]); n == 1 {
-			s.produced = true
+			s.wake |= eventWake(&d)
 			return
 		}
 	}
@@ -129,7 +130,9 @@ func (s *session) flushBacklog() bool {
 	if n == 0 {
 		return false
 	}
-	s.produced = true
+	for i := range s.backlog[:n] {
+		s.wake |= eventWake(&s.backlog[i])
+	}
 	s.backlog = s.backlog[:copy(s.backlog, s.backlog[n:])]
 	return true
 }
@@ -386,7 +389,7 @@ func (c *Core) flushCompletions(s *session) {
 	}
 	if n > 0 {
 		c.pool.CompleteTX(s.app, s.completed[:n])
-		s.produced = true
+		s.wake |= wakeWriters
 	}
 	s.completed = s.completed[:copy(s.completed, s.completed[n:])]
 	s.complSlot = s.complSlot[:copy(s.complSlot, s.complSlot[n:])]
@@ -411,8 +414,7 @@ func (c *Core) slotFree(s *session, slot int, so *socket) bool {
 	if n, _ := s.end.Sockets[slot].RX.Produce(d[:]); n == 0 {
 		return false
 	}
-	s.produced = true
-	*so = socket{}
+	*so = socket{} // no wakeup: nobody waits for a slot (Dial polls for one)
 	if slot >= s.dialSlots {
 		s.acceptFree = append(s.acceptFree, slot)
 	}
@@ -443,10 +445,8 @@ func (c *Core) pollRX(s *session) bool {
 			continue
 		}
 		if so.endDue {
-			d := [1]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(slot), Op: OpEnd, Aux: uint64(so.endCode)}}
-			if n, _ := s.end.Sockets[slot].RX.Produce(d[:]); n == 1 {
-				so.endDue, so.ended = false, true
-				s.produced, work = true, true
+			if c.produceEnd(s, slot, so) {
+				work = true
 			}
 			continue
 		}
@@ -505,12 +505,29 @@ func (c *Core) rxSlot(s *session, slot int, so *socket) bool {
 		n, _ := rx.Produce(c.rxBuf[:k]) // cannot be short: k <= Free()
 		lent, _ := c.pool.Lend(s.app, c.rxFrames[:n])
 		s.lent += uint32(lent)
-		s.produced = true
+		s.wake |= wakeReaders
 	}
 	if k < got {
 		c.pool.Free(c.rxFrames[k:got])
 	}
-	return k > 0 || so.endDue
+	if so.endDue {
+		// The stream ended with this batch (a FIN with the last data): the
+		// reader gets both with one wakeup.
+		c.produceEnd(s, slot, so)
+	}
+	return k > 0 || so.endDue || so.ended
+}
+
+// produceEnd puts the OpEnd that ends slot's receive stream on RX(slot), or
+// leaves it due while the ring is full.
+func (c *Core) produceEnd(s *session, slot int, so *socket) bool {
+	d := [1]ring.Desc{{Frame: ring.NoFrame, Conn: uint32(slot), Op: OpEnd, Aux: uint64(so.endCode)}}
+	if n, _ := s.end.Sockets[slot].RX.Produce(d[:]); n == 0 {
+		return false
+	}
+	so.endDue, so.ended = false, true
+	s.wake |= wakeReaders
+	return true
 }
 
 // pollReleases takes back RX frames the app has read.

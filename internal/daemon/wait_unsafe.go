@@ -25,7 +25,8 @@ type sleepFlag struct {
 func mapSleepFlag(regionFD int) (sleepFlag, error) { return mapSleepWord(regionFD, daemonSleepingOff) }
 
 // appSleepingOff is the application's sleep word (ring/layout.go: "256 4
-// appSleeping"); the client uses it as a count of sleeping goroutines.
+// appSleeping"); the client keeps two counts in it (proto.go,
+// appSleepersMask and appFrameWaitMask).
 const appSleepingOff = 256
 
 func mapSleepWord(regionFD int, off int) (sleepFlag, error) {

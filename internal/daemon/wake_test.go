@@ -1,0 +1,136 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ndpstack/ndpstack/ring"
+)
+
+// TestAppWokenOnlyForWhatItWaits: with the application's sleep word saying
+// one of its goroutines sleeps, the core writes the app's eventfd for data
+// that arrives for it, but not for what nobody waits on: the dial's OK
+// reply, TX frames coming back while no writer is out of frames, the slot's
+// OpSlotFree. Returned frames do wake it while a writer waits for frames.
+// (The sleep word is set by hand and no goroutine of the app polls until the
+// checks are made, so every count is exact.)
+func TestAppWokenOnlyForWhatItWaits(t *testing.T) {
+	h := startHarness(t, smallConfig(), ServerConfig{})
+	srvApp, cli := h.attach(), h.attach()
+	l, err := srvApp.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wakeups := func() uint64 {
+		snap, err := QueryStatus(h.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range snap.Apps {
+			if a.App == uint32(cli.App()) {
+				return a.Counters.AppWakeups
+			}
+		}
+		t.Fatal("client app not in status")
+		return 0
+	}
+	// What the app has waiting for it on its rings (the core has produced it).
+	waitingFor := func(what string, cond func() bool) {
+		t.Helper()
+		waitFor(t, what, 10*time.Second, func() (bool, string) { return cond(), "" })
+	}
+	atomic.AddUint32(cli.sleepWord, 1) // "a goroutine sleeps"
+	defer atomic.AddUint32(cli.sleepWord, ^uint32(0))
+
+	// Dial, write, close the write side: the core reads them, replies OK to
+	// the dial and returns the frame; neither wakes the sleeper.
+	s, err := cli.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := payload(100, 1)
+	if _, err := s.Write(msg, time.Now().Add(10*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	waitingFor("dial reply and completion", func() bool {
+		return cli.end.Events.Pending() && cli.end.Completions.Pending()
+	})
+	if n := wakeups(); n != 0 {
+		t.Fatalf("%d wakeups for a dial reply and a completion, want 0", n)
+	}
+
+	// The server answers: the data (and its end) wake the sleeper.
+	srv, err := l.Accept(time.Now().Add(10*time.Second), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(srv, time.Now().Add(10*time.Second))
+	if err != nil || string(got) != string(msg) {
+		t.Fatalf("server read %d bytes, %v", len(got), err)
+	}
+	if _, err := srv.Write(msg, time.Now().Add(10*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	waitingFor("response on RX", func() bool { return cli.end.Sockets[s.slot].RX.Pending() })
+	waitFor(t, "a wakeup for the response", 10*time.Second, func() (bool, string) {
+		n := wakeups()
+		return n >= 1, fmt.Sprint(n)
+	})
+	if _, err := readAll(s, time.Now().Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Closing the slot frees it: OpSlotFree wakes nobody.
+	before := wakeups()
+	s.Close()
+	waitingFor("slot free on RX", func() bool { return cli.end.Sockets[s.slot].RX.Pending() })
+	if n := wakeups(); n != before {
+		t.Fatalf("%d wakeups for a freed slot, want 0", n-before)
+	}
+
+	// A writer out of frames: returned frames wake the sleeper.
+	atomic.AddUint32(cli.sleepWord, appFrameWaiter)
+	defer atomic.AddUint32(cli.sleepWord, ^(appFrameWaiter - 1))
+	s2, err := cli.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if _, err := s2.Write(msg, time.Now().Add(10*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a wakeup for returned frames", 10*time.Second, func() (bool, string) {
+		n := wakeups()
+		return n > before, fmt.Sprint(n - before)
+	})
+}
+
+func TestEventWake(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		d    ring.Desc
+		want wakeReason
+	}{
+		{"dial ok", ring.Desc{Op: ring.OpReply, Cookie: connectCookie | 3, Aux: uint64(StatusOK)}, 0},
+		{"dial refused", ring.Desc{Op: ring.OpReply, Cookie: connectCookie | 3, Aux: uint64(StatusNoNeighbor)}, wakeReaders},
+		{"listen reply", ring.Desc{Op: ring.OpReply, Cookie: 7, Aux: uint64(StatusOK)}, wakeReaders},
+		{"accepted", ring.Desc{Op: EvAccepted}, wakeReaders},
+	} {
+		if got := eventWake(&c.d); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	if m := (wakeReaders | wakeWriters).mask(); m != appSleepersMask|appFrameWaitMask {
+		t.Errorf("mask %#x", m)
+	}
+	if m := wakeWriters.mask(); m&appSleepersMask != 0 {
+		t.Errorf("writers' mask %#x wakes a sleeper with no writer waiting", m)
+	}
+}
