@@ -391,6 +391,12 @@ func (q *Queue) Wait(timeout time.Duration) (bool, error) {
 	return q.waiter.poll(q.pollFDs[:], timeout, q.iface, q.id)
 }
 
+// RxPending reports whether the RX ring holds descriptors not yet
+// released by Receive. Unlike the other methods it is safe to call from
+// any goroutine (it reads the ring's shared indices only): a sleeper
+// checks it before parking.
+func (q *Queue) RxPending() bool { return q.rx.published() }
+
 // Stats returns the queue's kernel and own counters.
 func (q *Queue) Stats() (QueueStats, error) {
 	s := QueueStats{Queue: q.id}

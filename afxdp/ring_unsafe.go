@@ -118,6 +118,13 @@ func (r *ringHeader) pending() uint32 {
 	return r.cachedProd - r.consumer.Load()
 }
 
+// published reports whether the producer published slots the consumer has
+// not released yet. It reads both shared indices and no cached field, so
+// unlike the rest of the ring it may be called from any goroutine.
+func (r *ringHeader) published() bool {
+	return r.producer.Load() != r.consumer.Load()
+}
+
 // addrRing is a fill or completion ring: slots are UMEM addresses.
 type addrRing struct {
 	ringHeader

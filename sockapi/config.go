@@ -89,7 +89,12 @@ type Config struct {
 	RecvBuffer, SendBuffer int
 	// PollMode: zero is PollAdaptive.
 	PollMode PollMode
-	// Spin is how long adaptive waiters spin before sleeping. Zero means 50µs.
+	// Spin is how long adaptive waiters spin before sleeping. Zero means
+	// 50µs. Negative: never spin; waiters sleep at once, parked in the Go
+	// runtime's netpoller as on a kernel socket, for processes whose
+	// stacks and waiting goroutines outnumber the CPUs (several stacks in
+	// one process on a small machine), where spinners take the CPU from
+	// the goroutines that have work.
 	Spin time.Duration
 	// MaxSpin bounds how far the adaptive spin grows while traffic keeps
 	// cutting sleeps short (a bulk transfer whose two ends take turns runs

@@ -26,7 +26,8 @@ func Open(cfg Config) (*Stack, error) {
 		}
 		cfg.Address = ip
 	}
-	link, err := engine.OpenXDP(engine.XDPConfig{Interface: cfg.Interface, Queue: cfg.Queue, UDPPort: cfg.UDPPort, Logger: cfg.Logger})
+	link, err := engine.OpenXDP(engine.XDPConfig{Interface: cfg.Interface, Queue: cfg.Queue, UDPPort: cfg.UDPPort,
+		RuntimeWait: cfg.Spin < 0, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

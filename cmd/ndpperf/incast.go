@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"sort"
 	"sync"
 	"time"
@@ -57,6 +58,10 @@ type incastOpts struct {
 	json    bool
 	plot    string       // PNG of every round's completion per transport ("": none)
 	prof    profileFlags // over the NDP rounds
+	// spin is the NDP stacks' sockapi.Config.Spin when spinFixed (--spin
+	// with a duration or never); otherwise stackSpin picks it (auto).
+	spin      time.Duration
+	spinFixed bool
 	// fabric is "bridge" (a Linux bridge, the zero value "" too) or "switch"
 	// (internal/softswitch at link b/s per port, personality "ndp" or
 	// "commodity").
@@ -81,6 +86,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	fs.Var(&link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
 	personality := fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
 	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
+	spin := fs.String("spin", "auto", "how long a waiting NDP call or idle stack polls before it sleeps: a duration, never (sleep at once, parked in the Go runtime like a kernel socket's goroutine), or auto: never while the process runs more stacks than CPUs, else the stack's default")
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -90,6 +96,17 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, plot: *plotFile, prof: prof}
+	switch *spin {
+	case "auto":
+	case "never":
+		o.spin, o.spinFixed = -1, true
+	default:
+		d, err := time.ParseDuration(*spin)
+		if err != nil || d <= 0 {
+			return incastOpts{}, fmt.Errorf("--spin %q: want a positive duration, never or auto", *spin)
+		}
+		o.spin, o.spinFixed = d, true
+	}
 	if *fab == "switch" {
 		o.fabric, o.link, o.personality = *fab, int64(link), *personality
 		rateSet := false
@@ -184,8 +201,12 @@ type incastOutput struct {
 	PayloadOptimalMs float64 `json:"payload_optimal_ms,omitempty"`
 	MTU              int     `json:"mtu"`
 	RateBps          int64   `json:"ndp_pull_rate_bps"`
-	CPUs             int     `json:"cpus"`
-	Setup            string  `json:"setup"`
+	// NDPSpin is how long the NDP stacks' waiters spin before they sleep
+	// (--spin): "never", "default" (the stack's adaptive default) or a
+	// duration.
+	NDPSpin string `json:"ndp_spin,omitempty"`
+	CPUs    int    `json:"cpus"`
+	Setup   string `json:"setup"`
 }
 
 func runIncast(args []string) error {
@@ -304,6 +325,14 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	rttReq := []byte("GET 1")
 
 	// NDP: embedded stacks, adaptive polling (K+1 stacks share the CPUs).
+	spin := o.stackSpin(len(hosts), runtime.NumCPU())
+	out.NDPSpin = "default"
+	if spin < 0 {
+		out.NDPSpin = "never"
+	} else if spin > 0 {
+		out.NDPSpin = spin.String()
+	}
+	out.Setup += fmt.Sprintf("; NDP waiters spin: %s", out.NDPSpin)
 	stacks := make([]*sockapi.Stack, len(hosts))
 	defer func() {
 		for _, s := range stacks {
@@ -313,7 +342,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		}
 	}()
 	for i, h := range hosts {
-		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim()}
+		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), Spin: spin}
 		if o.pcap != "" {
 			name := "incast-client.pcapng"
 			if i > 0 {
@@ -552,6 +581,24 @@ func (out *incastOutput) setOptimum(o incastOpts, rtt time.Duration) {
 	}
 }
 
+// stackSpin is the NDP stacks' Spin (sockapi.Config; 0: the default) for
+// stacks stacks in this process on ncpu CPUs. With --spin auto the stacks
+// never spin while they outnumber the CPUs: five stacks' spinning
+// waiters on two CPUs took the CPU from the goroutines that had work and,
+// with a stack asleep in ppoll holding its P, kept woken goroutines
+// waiting hundreds of µs for one (docs/datapath.md, the incast). Sleeping
+// at once, parked in the runtime, is how the kernel TCP run's goroutines
+// wait in the same process.
+func (o incastOpts) stackSpin(stacks, ncpu int) time.Duration {
+	if o.spinFixed {
+		return o.spin
+	}
+	if stacks > ncpu {
+		return -1
+	}
+	return 0
+}
+
 // incastAsked is the response size a request asks for ("GET n"), at most
 // max; max if the request does not parse.
 func incastAsked(req []byte, max int) int {
@@ -580,6 +627,7 @@ func incastRounds(k, rounds int, request func(i int) error, afterWarmup func()) 
 			afterWarmup()
 		}
 		t0 := time.Now()
+		trace.Log(context.Background(), "incast", "round start") // --trace: where each round begins and ends
 		var wg sync.WaitGroup
 		errs := make([]error, k)
 		for i := 0; i < k; i++ {
@@ -590,6 +638,7 @@ func incastRounds(k, rounds int, request func(i int) error, afterWarmup func()) 
 			}()
 		}
 		wg.Wait()
+		trace.Log(context.Background(), "incast", "round end")
 		if err := errors.Join(errs...); err != nil {
 			return nil, fmt.Errorf("round %d: %w", r, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
@@ -18,6 +19,8 @@ func TestParseIncastFlags(t *testing.T) {
 		{args: []string{"--servers", "8", "--size", "1MB", "--rounds", "5", "--mtu", "3000", "--rate", "25G", "--json"},
 			want: incastOpts{servers: 8, size: 1e6, rounds: 5, mtu: 3000, rate: 25e9, json: true}},
 		{args: []string{"--size", "32KiB"}, want: incastOpts{servers: 4, size: 32 << 10, rounds: 20, rate: 10e9}},
+		{args: []string{"--spin", "never"}, want: incastOpts{servers: 4, size: 64 << 10, rounds: 20, rate: 10e9, spin: -1, spinFixed: true}},
+		{args: []string{"--spin", "20us"}, want: incastOpts{servers: 4, size: 64 << 10, rounds: 20, rate: 10e9, spin: 20 * time.Microsecond, spinFixed: true}},
 		{args: []string{"--servers", "0"}, wantErr: "--servers"},
 		{args: []string{"--servers", "17"}, wantErr: "--servers"},
 		{args: []string{"--size", "0"}, wantErr: "bad size"},
@@ -27,6 +30,8 @@ func TestParseIncastFlags(t *testing.T) {
 		{args: []string{"--mtu", "1000"}, wantErr: "--mtu"},
 		{args: []string{"--mtu", "9001"}, wantErr: "--mtu"},
 		{args: []string{"--rate", "fast"}, wantErr: "bad rate"},
+		{args: []string{"--spin", "0"}, wantErr: "--spin"},
+		{args: []string{"--spin", "often"}, wantErr: "--spin"},
 		{args: []string{"extra"}, wantErr: "unexpected"},
 	} {
 		got, err := parseIncastFlags(tc.args)
@@ -39,6 +44,20 @@ func TestParseIncastFlags(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%q: %+v, %v; want %+v", tc.args, got, err, tc.want)
 		}
+	}
+}
+
+func TestIncastStackSpin(t *testing.T) {
+	auto := incastOpts{}
+	if got := auto.stackSpin(5, 2); got >= 0 {
+		t.Errorf("auto, 5 stacks on 2 CPUs: spin %v, want never (negative)", got)
+	}
+	if got := auto.stackSpin(5, 16); got != 0 {
+		t.Errorf("auto, 5 stacks on 16 CPUs: spin %v, want the default (0)", got)
+	}
+	fixed := incastOpts{spin: 20 * time.Microsecond, spinFixed: true}
+	if got := fixed.stackSpin(5, 2); got != fixed.spin {
+		t.Errorf("--spin 20us: spin %v", got)
 	}
 }
 

@@ -91,7 +91,13 @@ type Config struct {
 	// Mode is the poll mode. Zero is PollAdaptive.
 	Mode PollMode
 	// Spin is how long an adaptive waiter or the idle background poller
-	// spins before sleeping. Zero means 50µs.
+	// spins before sleeping. Zero means 50µs. Negative: never spin; a
+	// waiter sleeps at once (on the link or its channel) and the
+	// background poller as soon as it finds nothing to do, as goroutines
+	// waiting on kernel sockets do. Right where stacks and waiting
+	// goroutines outnumber the CPUs (several stacks in one process on a
+	// small machine): spinners there take the CPU from the goroutines
+	// that have work. Pair it with XDPConfig.RuntimeWait.
 	Spin time.Duration
 	// MaxSpin bounds the adaptive spin window: it grows from Spin while
 	// sleeps keep being cut short by traffic (a transfer whose ends take
@@ -159,7 +165,7 @@ func (c *Config) populate() {
 	if c.MaxSpin == 0 {
 		c.MaxSpin = time.Millisecond
 	}
-	c.MaxSpin = max(c.MaxSpin, c.Spin)
+	c.MaxSpin = max(c.MaxSpin, c.Spin, 0)
 	if c.Clock == nil {
 		c.Clock = pullpacer.MonotonicNow
 	}
@@ -189,7 +195,7 @@ func (c *Config) validate() error {
 		return bad("negative rate")
 	case c.Mode > PollBusy:
 		return bad("Mode %v", c.Mode)
-	case c.Spin < 0 || c.NeighborTTL < 0:
+	case c.NeighborTTL < 0:
 		return bad("negative duration")
 	}
 	return nil

@@ -140,6 +140,9 @@ func isClosed(ch <-chan struct{}) bool {
 // the stack is idle: the window halves back toward Spin, so an idle stack
 // costs a spin of Spin per wakeup again.
 func (s *Stack) adaptSpin(slept, limit ndp.Time) {
+	if s.cfg.Spin < 0 {
+		return // never spins
+	}
 	cur := s.spin.Load()
 	switch {
 	case slept < ndp.Time(cur) && slept < limit:

@@ -29,9 +29,15 @@ type vethPair struct {
 // openXDPStack opens an AF_XDP link, a kernel resolver and a Stack inside ns.
 func openXDPStack(t testing.TB, ns *testbed.Namespace, l testbed.Link, tweak func(*Config), seed uint64) *Stack {
 	t.Helper()
+	return openXDPStackLink(t, ns, XDPConfig{Interface: l.Name}, l, tweak, seed)
+}
+
+// openXDPStackLink is openXDPStack with the link's configuration.
+func openXDPStackLink(t testing.TB, ns *testbed.Namespace, xc XDPConfig, l testbed.Link, tweak func(*Config), seed uint64) *Stack {
+	t.Helper()
 	var s *Stack
 	err := ns.Do(func() error {
-		link, err := OpenXDP(XDPConfig{Interface: l.Name})
+		link, err := OpenXDP(xc)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/ndpstack/ndpstack/afxdp"
@@ -34,6 +37,19 @@ type XDPConfig struct {
 	// kernel's AF_XDP frames are at most a page, and the XDP headroom
 	// takes 256 bytes). The stack's MTU is the interface's, capped there.
 	FrameSize int
+	// RuntimeWait makes Wait park the goroutine in the Go runtime's
+	// netpoller (as a kernel socket's Read does) instead of blocking its
+	// thread in ppoll. A thread blocked in ppoll keeps its P until the
+	// runtime's sysmon notices (up to 10 ms when the process looks idle),
+	// so with several stacks in one process and few CPUs a sleeping stack
+	// holds goroutines that have work off a CPU; a parked goroutine holds
+	// nothing. But the netpoller is consulted by Ps that find no other
+	// work, so beside spinning waiters (which always leave work queued) a
+	// parked goroutine is woken late: use it with Config.Spin < 0. A
+	// timed sleep then ends within the runtime timer's resolution (about
+	// 1 ms while every P is idle); arrivals and Wake end it at once. False:
+	// ppoll, microsecond-precise, right for a stack whose waiters spin.
+	RuntimeWait bool
 	// Logger for setup and teardown. Nil means none.
 	Logger *zap.Logger
 }
@@ -47,7 +63,8 @@ const xdpHeadroom = 256
 // batch; transmit buffers are UMEM frames the endpoint builds into directly
 // (no copy). Unused transmit frames are kept for the next batch instead of
 // going back through the free list. Wait polls the XSK fd and an eventfd
-// (Wake) with ppoll, so sleeps are microsecond-precise.
+// (Wake) with ppoll, or with XDPConfig.RuntimeWait parks the goroutine in
+// the Go runtime's netpoller on the XSK fd.
 type XDPLink struct {
 	port     *afxdp.Port
 	q        *afxdp.Queue
@@ -63,9 +80,17 @@ type XDPLink struct {
 	tx       []afxdp.Desc // descriptors of the last AllocTx
 	ntxAlloc int
 	spare    []afxdp.Desc // allocated, unused transmit frames
-	efd      int
+	efd      int          // ppoll: the eventfd Wake writes
 	pfd      [2]unix.PollFd
 	eb       [8]byte
+	// RuntimeWait: xsk is a duplicate of the XSK fd registered with the Go
+	// runtime's netpoller (edge-triggered epoll); Wait parks on it. woken
+	// is Wake's flag; Wake also moves xsk's read deadline to the past,
+	// which ends a parked Wait.
+	xsk    *os.File
+	xskRaw syscall.RawConn
+	woken  atomic.Bool
+	ready  func(fd uintptr) bool
 }
 
 // OpenXDP opens an AF_XDP socket on cfg.Interface's queue and attaches the
@@ -111,12 +136,12 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 	}
 	links := make([]*XDPLink, 0, len(ports))
 	for i, p := range ports {
-		l, err := newXDPLink(p, ifc, cfg.RingSize)
+		l, err := newXDPLink(p, ifc, cfg)
 		if err != nil {
 			for _, l := range links {
 				l.Close()
 			}
-			for _, p := range ports[i:] {
+			for _, p := range ports[i+1:] {
 				p.Close()
 			}
 			return nil, err
@@ -126,13 +151,10 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 	return links, nil
 }
 
-// newXDPLink wraps p, a port of one queue; the link owns it.
-func newXDPLink(p *afxdp.Port, ifc *net.Interface, ringSize int) (*XDPLink, error) {
-	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		p.Close()
-		return nil, fmt.Errorf("engine: eventfd: %w", err)
-	}
+// newXDPLink wraps p, a port of one queue; the link owns it (closed on
+// error too).
+func newXDPLink(p *afxdp.Port, ifc *net.Interface, cfg XDPConfig) (*XDPLink, error) {
+	ringSize := cfg.RingSize
 	if ringSize == 0 {
 		ringSize = afxdp.DefaultRingSize
 	}
@@ -141,12 +163,22 @@ func newXDPLink(p *afxdp.Port, ifc *net.Interface, ringSize int) (*XDPLink, erro
 		mac: [6]byte(ifc.HardwareAddr), ifindex: ifc.Index, name: ifc.Name,
 		frameCap: min(ifc.MTU+14, p.UMEM().FrameSize()-xdpHeadroom-p.UMEM().Headroom()),
 		ringSize: ringSize,
+		efd:      -1,
 		rx:       make([]afxdp.Desc, 1024),
 		tx:       make([]afxdp.Desc, 1024),
 		spare:    make([]afxdp.Desc, 0, 1024),
-		efd:      efd,
 	}
-	l.pfd = [2]unix.PollFd{{Fd: int32(l.q.FD()), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+	var err error
+	if cfg.RuntimeWait {
+		err = l.openRuntimeWaiter()
+	} else {
+		l.efd, err = unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		l.pfd = [2]unix.PollFd{{Fd: int32(l.q.FD()), Events: unix.POLLIN}, {Fd: int32(l.efd), Events: unix.POLLIN}}
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("engine: waiter: %w", err)
+	}
 	return l, nil
 }
 
@@ -243,8 +275,39 @@ func (l *XDPLink) Transmit(frames [][]byte) error {
 	return err
 }
 
-// Wait implements Link: ppoll on the XSK fd and the wake eventfd.
+// openRuntimeWaiter registers a duplicate of the XSK fd with the Go runtime's
+// netpoller (os.NewFile on a non-blocking fd does; the O_NONBLOCK flag is
+// the socket's, which changes nothing else: every send and receive on it
+// passes MSG_DONTWAIT already).
+func (l *XDPLink) openRuntimeWaiter() error {
+	fd, err := unix.Dup(l.q.FD())
+	if err != nil {
+		return fmt.Errorf("dup XSK fd: %w", err)
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("XSK fd non-blocking: %w", err)
+	}
+	l.xsk = os.NewFile(uintptr(fd), "xsk")
+	if l.xskRaw, err = l.xsk.SyscallConn(); err != nil {
+		return fmt.Errorf("XSK fd: %w", err)
+	}
+	// A file the netpoller cannot watch refuses deadlines: fail here, not
+	// with a Wait that never ends.
+	if err := l.xsk.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("XSK fd in the netpoller: %w", err)
+	}
+	l.ready = func(uintptr) bool { return l.q.RxPending() || l.woken.Load() }
+	return nil
+}
+
+// Wait implements Link: ppoll on the XSK fd and the wake eventfd, or with
+// RuntimeWait a park in the runtime's netpoller (waitRuntime).
 func (l *XDPLink) Wait(timeout time.Duration) error {
+	if l.xsk != nil {
+		return l.waitRuntime(timeout)
+	}
 	var ts *unix.Timespec
 	if timeout >= 0 {
 		t := unix.NsecToTimespec(int64(timeout))
@@ -261,18 +324,57 @@ func (l *XDPLink) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// waitRuntime parks the calling goroutine in the netpoller until the XSK
+// fd turns readable (the kernel queued RX descriptors), Wake, or timeout.
+func (l *XDPLink) waitRuntime(timeout time.Duration) error {
+	if l.woken.Swap(false) {
+		return nil
+	}
+	var dl time.Time
+	if timeout >= 0 {
+		dl = time.Now().Add(timeout)
+	}
+	if err := l.xsk.SetReadDeadline(dl); err != nil {
+		return fmt.Errorf("engine: XSK fd deadline: %w", err)
+	}
+	// Wake stores woken before it moves the deadline: a Wake that moved
+	// it before the SetReadDeadline above is seen here, one after it ends
+	// the Read below.
+	if l.woken.Swap(false) {
+		return nil
+	}
+	err := l.xskRaw.Read(l.ready)
+	l.woken.Store(false)
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("engine: XSK fd wait: %w", err)
+	}
+	return nil
+}
+
 // Wake implements Link.
 func (l *XDPLink) Wake() {
+	if l.xsk != nil {
+		l.woken.Store(true)
+		l.xsk.SetReadDeadline(aLongTimeAgo)
+		return
+	}
 	var b [8]byte
 	binary.NativeEndian.PutUint64(b[:], 1)
 	unix.Write(l.efd, b[:])
 }
 
+// aLongTimeAgo is a deadline in the past: it ends a parked Read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
 // Close implements Link: detaches the program, closes the socket.
 func (l *XDPLink) Close() error {
-	err := l.port.Close()
-	unix.Close(l.efd)
-	return err
+	if l.xsk != nil {
+		l.xsk.Close()
+	}
+	if l.efd >= 0 {
+		unix.Close(l.efd)
+	}
+	return l.port.Close()
 }
 
 // LinkStats reports the AF_XDP socket's counters (ours and the kernel's).
