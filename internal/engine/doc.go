@@ -42,6 +42,13 @@
 // (Config.NoBackground removes it). On a 2-vCPU machine this keeps one
 // spinning thread per side in an RPC ping-pong.
 //
+// With Config.Spin negative nothing spins: a waiter sleeps at once and the
+// background poller as soon as it is idle. Paired with
+// XDPConfig.RuntimeWait, the link sleeper parks in the Go runtime's
+// netpoller instead of a thread blocked in ppoll (which keeps its P), so
+// many stacks in one process on few CPUs wait the way goroutines on
+// kernel sockets do.
+//
 // When the waiting goroutine is expected to call again at once (PollBusy,
 // or no background poller), the ACKs a receive batch produced wait for the
 // application's answer and leave in the same transmit batch (one kick),
