@@ -63,6 +63,7 @@ type rpcOpts struct {
 	json    bool
 	plot    string
 	scrape  time.Duration // ndp-scraped: how often its stacks' metrics are gathered
+	prof    profileFlags  // over the measurement (every transport's turns: profile with --compare "" for ndp alone)
 }
 
 const (
@@ -87,10 +88,12 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	asJSON := fs.Bool("json", false, "print JSON")
 	plotFile := fs.String("plot", "", "also draw every transport's latency CDF to this PNG file")
 	scrape := fs.Duration("scrape-every", 10*time.Millisecond, "ndp-scraped comparison: gather and encode both stacks' Prometheus metrics this often during its turns")
+	var prof profileFlags
+	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
-	o := rpcOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients,
+	o := rpcOpts{prof: prof, size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients,
 		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile, scrape: *scrape}
 	if o.pcap != "" && o.mode != "embedded" {
 		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
@@ -297,7 +300,14 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	gc0 := ms.NumGC
+	stopProf, err := o.prof.start()
+	if err != nil {
+		return out, err
+	}
 	res, err := measurePingpong(ends, pingpongOpts{size: o.size, n: o.n, warmup: o.warmup, rounds: o.rounds, timeout: time.Second})
+	if perr := stopProf(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return out, err
 	}

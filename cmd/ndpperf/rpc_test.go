@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -86,9 +87,21 @@ func TestRPCPersistentTestbed(t *testing.T) {
 	}{{1, 1024, "adaptive"}, {4, 1024, "adaptive"}, {1, 64 << 10, "busy"}} {
 		o := rpcOpts{size: tc.size, n: 200, warmup: 20, rounds: 2, compare: []string{"tcp"},
 			mode: "embedded", conn: "persistent", clients: tc.clients, poll: tc.poll}
+		if tc.clients > 1 {
+			dir := t.TempDir()
+			o.prof = profileFlags{mutex: filepath.Join(dir, "mutex.prof"), trace: filepath.Join(dir, "run.trace")}
+		}
 		out, err := rpcTestbed(o)
 		if err != nil {
 			t.Fatalf("%+v: %v", tc, err)
+		}
+		for _, f := range []string{o.prof.mutex, o.prof.trace} {
+			if f == "" {
+				continue
+			}
+			if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+				t.Errorf("%+v: profile %s not written (%v)", tc, f, err)
+			}
 		}
 		if len(out.Results) != 2 || out.NDPClient == nil || out.NDPServer == nil {
 			t.Fatalf("%+v: %+v", tc, out)
