@@ -14,10 +14,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/fabric"
+	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
-	"github.com/ndpstack/ndpstack/sockapi"
-
 	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
+	"github.com/ndpstack/ndpstack/sockapi"
 )
 
 // leafspine: a permutation of bulk flows across a two-tier leaf-spine fabric
@@ -49,6 +51,7 @@ type leafSpineOpts struct {
 	degrade               int
 	rto                   time.Duration
 	hostQueue             int
+	mtu                   int
 	tcp                   bool
 	json                  bool
 }
@@ -65,6 +68,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	degrade := fs.Int("degrade", 0, "cut the leaf 1 - spine 1 link to 1/N of --link (0: healthy fabric)")
 	rto := fs.Duration("rto", 0, "NDP retransmission timeout (0: 1ms, or the time 3 hops of 8-packet queues take to drain at --link if longer, x4)")
 	hostQ := fs.Int("host-queue", 256, "emulate each host's link into its leaf at --link with a NIC queue of this many frames (0: frames enter the leaf as fast as the veth delivers them)")
+	mtu := fs.Int("mtu", 3500, "MTU of every veth, 1280..3500 (native XDP on a veth, which the switch's ports use, allows at most 3506 with 4 KiB pages); at 1500 the ACK and PULL each host sends for the flow it receives take about 10% of the link its own flow leaves by")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
@@ -73,7 +77,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, tcp: *tcp, json: *asJSON}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, tcp: *tcp, json: *asJSON}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -85,11 +89,13 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 		return o, fmt.Errorf("--hosts-per-leaf %d: want 1..8", o.perLeaf)
 	case o.runs < 1 || o.runs > 100:
 		return o, fmt.Errorf("--runs %d: want 1..100", o.runs)
+	case o.mtu < 1280 || o.mtu > 3500:
+		return o, fmt.Errorf("--mtu %d: want 1280..3500", o.mtu)
 	case o.degrade < 0 || o.degrade == 1 || int64(o.degrade) > o.rate/1e6:
 		return o, fmt.Errorf("--degrade %d: want 0 or 2..link/1M", o.degrade)
 	}
 	if o.rto == 0 {
-		o.rto = max(time.Millisecond, 4*3*8*time.Duration(1500*8*1e9/o.rate))
+		o.rto = max(time.Millisecond, 4*3*8*time.Duration(int64(o.mtu+14)*8*1e9/o.rate))
 	}
 	return o, nil
 }
@@ -140,6 +146,7 @@ type lsSummary struct {
 
 type leafSpineOutput struct {
 	LinkBps      int64       `json:"link_bps"`
+	MTU          int         `json:"mtu"`
 	Leaves       int         `json:"leaves"`
 	HostsPerLeaf int         `json:"hosts_per_leaf"`
 	Spines       int         `json:"spines"`
@@ -147,8 +154,36 @@ type leafSpineOutput struct {
 	Size         int64       `json:"size_bytes"`
 	Summary      []lsSummary `json:"summary"`
 	Runs         []lsRun     `json:"runs"`
-	CPUs         int         `json:"cpus"`
-	Setup        string      `json:"setup"`
+	// Sim is a permutation on the same fabric in the simulator (internal/sim):
+	// same leaves, spines, link rates, queues and 8 paths per connection, with
+	// its own ECMP hash and a random derangement for the pairs.
+	Sim   *lsSim `json:"sim,omitempty"`
+	CPUs  int    `json:"cpus"`
+	Setup string `json:"setup"`
+}
+
+type lsSim struct {
+	MedianFraction float64 `json:"median_fraction_of_link"`
+	MinFraction    float64 `json:"min_fraction_of_link"`
+	UplinkTrimPct  float64 `json:"uplink_trim_pct"`
+	PathsExcluded  uint64  `json:"paths_excluded"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// leafSpineSim runs the permutation on the simulator.
+func leafSpineSim(o leafSpineOpts) *lsSim {
+	cfg := sim.PermutationConfig{Size: o.size, Clos: sim.ClosConfig{Kind: sim.LeafSpine, ECMP: sim.ECMPPath, Leaves: 2, Spines: o.spines, HostsPerLeaf: o.perLeaf,
+		Params: sim.Params{LinkRate: float64(o.rate), LinkDelay: 1000, Endpoint: ndp.Config{IW: 30, Paths: 8, RTO: o.rto, MTU: o.mtu},
+			Fabric: fabric.Config{DataQueue: 8}, Seed: 1}}}
+	if o.degrade > 0 {
+		cfg.Clos.Changes = []sim.LinkChange{{Core: 1, Pod: 1, Rate: float64(o.rate) / float64(o.degrade)}}
+	}
+	r, err := sim.RunPermutation(cfg)
+	if err != nil {
+		return &lsSim{Error: err.Error()}
+	}
+	return &lsSim{MedianFraction: r.MedianFlowGbps * 1e9 / float64(o.rate), MinFraction: r.MinFlowGbps * 1e9 / float64(o.rate),
+		UplinkTrimPct: r.UplinkTrimPct, PathsExcluded: r.PathsExcluded}
 }
 
 func runLeafSpine(args []string) error {
@@ -172,21 +207,21 @@ func runLeafSpine(args []string) error {
 }
 
 func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
-	out := leafSpineOutput{LinkBps: o.rate, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
+	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
 	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue}
 	if o.degrade > 0 {
 		r := o.rate / int64(o.degrade)
 		cfg.LinkRates = []softswitch.LinkRate{{Leaf: 1, Spine: 1, Up: r, Down: r}}
 		out.Degraded = fmt.Sprintf("leaf1-spine1 at %s b/s (1/%d)", formatRate(float64(r)), o.degrade)
 	}
-	out.Setup = fmt.Sprintf("2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths), kernel TCP cubic; receivers hash",
-		o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf)
+	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths), kernel TCP cubic; receivers hash",
+		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
 	}
 	defer tb.Close()
-	star, err := softswitch.NewLeafSpine(tb, softswitch.LeafSpineConfig{Leaves: 2, HostsPerLeaf: o.perLeaf, Switch: cfg})
+	star, err := softswitch.NewLeafSpine(tb, softswitch.LeafSpineConfig{Leaves: 2, HostsPerLeaf: o.perLeaf, MTU: o.mtu, Switch: cfg})
 	if err != nil {
 		return out, err
 	}
@@ -224,6 +259,7 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 		out.Summary = append(out.Summary, lsSummary{Transport: t, MedianFlowMbps: med, MinFlowMbps: mbps[0],
 			MedianFraction: med * 1e6 / float64(o.rate), MinFraction: mbps[0] * 1e6 / float64(o.rate)})
 	}
+	out.Sim = leafSpineSim(o)
 	return out, nil
 }
 
@@ -411,5 +447,12 @@ func printLeafSpine(out leafSpineOutput) {
 	fmt.Printf("%-6s %16s %12s %16s %13s\n", "", "median_flow_Mb/s", "min_Mb/s", "median_fraction", "min_fraction")
 	for _, s := range out.Summary {
 		fmt.Printf("%-6s %16.1f %12.1f %16.3f %13.3f\n", s.Transport, s.MedianFlowMbps, s.MinFlowMbps, s.MedianFraction, s.MinFraction)
+	}
+	if s := out.Sim; s != nil {
+		if s.Error != "" {
+			fmt.Printf("sim: %s\n", s.Error)
+		} else {
+			fmt.Printf("%-6s %16s %12s %16.3f %13.3f   (uplink trims %.2f%%, paths excluded %d)\n", "sim", "", "", s.MedianFraction, s.MinFraction, s.UplinkTrimPct, s.PathsExcluded)
+		}
 	}
 }

@@ -92,6 +92,8 @@ type Config struct {
 	// Spin is how long the loop keeps polling after its last frame before it sleeps
 	// in ppoll(2). Zero means 20 µs; negative means never spin.
 	Spin time.Duration
+	// jumbo is set by Open when a port's MTU needs 4096-byte AF_XDP frames.
+	jumbo bool
 	// Logger receives setup and teardown logs (never per-packet). Nil means none.
 	Logger *zap.Logger
 }

@@ -8,9 +8,13 @@ import (
 	"github.com/ndpstack/ndpstack/ndp"
 )
 
-// bufSize is the size of one queued frame's buffer: the largest frame the switch
-// forwards (a 2048-byte AF_XDP frame holds at most 1792 bytes of packet).
-const bufSize = 2048
+// Queue buffer sizes: the largest frame the switch forwards is what its
+// AF_XDP frames hold (2048-byte chunks hold at most 1792 bytes of packet,
+// 4096-byte chunks 3840: an MTU of 3826), so a buffer is one chunk's size.
+const (
+	bufSize      = 2048
+	jumboBufSize = 4096
+)
 
 // maxMACs bounds the learned MAC table; past it, unknown destinations are flooded.
 const maxMACs = 4096
@@ -143,8 +147,9 @@ type core struct {
 	nodes     []node
 	nic       []int             // per external port: its host NIC link (HostQueue > 0)
 	macs      map[[6]byte]uint8 // learned host MAC -> external port
-	free      [][]byte          // queue buffers, each bufSize long
-	outs      []int             // flood scratch
+	free      [][]byte          // queue buffers, each bufLen long
+	bufLen    int
+	outs      []int // flood scratch
 	horizon   ndp.Time
 	maxLag    ndp.Time
 	st        Stats
@@ -223,10 +228,14 @@ func newCore(cfg Config) (*core, error) {
 			n += cfg.HostQueue
 		}
 	}
-	arena := make([]byte, n*bufSize)
+	c.bufLen = bufSize
+	if cfg.jumbo {
+		c.bufLen = jumboBufSize
+	}
+	arena := make([]byte, n*c.bufLen)
 	c.free = make([][]byte, n)
 	for i := range c.free {
-		c.free[i] = arena[i*bufSize : i*bufSize : (i+1)*bufSize]
+		c.free[i] = arena[i*c.bufLen : i*c.bufLen : (i+1)*c.bufLen]
 	}
 	c.outs = make([]int, 0, len(c.ports))
 	return c, nil
@@ -253,7 +262,7 @@ func (c *core) ingress(in int, b []byte, now ndp.Time) {
 		c.st.Malformed++
 		return
 	}
-	if len(b) > bufSize {
+	if len(b) > c.bufLen {
 		c.st.Oversize++
 		return
 	}

@@ -3,6 +3,7 @@ package softswitch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,13 @@ type Switch struct {
 	closeErr  error
 }
 
+// The largest frames 2048- and 4096-byte AF_XDP chunks hold (the chunk less
+// XDP's 256-byte headroom).
+const (
+	maxFrame      = bufSize - 256
+	maxJumboFrame = jumboBufSize - 256
+)
+
 // Batch sizes of one receive and one transmit call.
 const (
 	rxBatch = 64
@@ -53,6 +61,19 @@ func Open(cfg Config) (*Switch, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	frameSize := bufSize
+	for _, name := range cfg.Ports {
+		ifc, err := net.InterfaceByName(name)
+		if err != nil {
+			return nil, fmt.Errorf("softswitch: port %s: %w", name, err)
+		}
+		switch {
+		case ifc.MTU+14 > maxJumboFrame:
+			return nil, fmt.Errorf("%w: port %s: MTU %d, at most %d (AF_XDP frames of 4096 bytes)", ErrConfig, name, ifc.MTU, maxJumboFrame-14)
+		case ifc.MTU+14 > maxFrame:
+			frameSize, cfg.jumbo = jumboBufSize, true
+		}
+	}
 	c, err := newCore(cfg)
 	if err != nil {
 		return nil, err
@@ -60,7 +81,7 @@ func Open(cfg Config) (*Switch, error) {
 	s := &Switch{cfg: cfg, core: c, log: cfg.Logger}
 	for _, name := range cfg.Ports {
 		p, err := afxdp.Open(afxdp.Config{
-			Interface: name, SteerAll: true, NumFrames: 2048, RingSize: 512,
+			Interface: name, SteerAll: true, NumFrames: 2048, RingSize: 512, FrameSize: frameSize,
 			// Native XDP on the switch's veth end turns GSO off on the host's end
 			// (veth_fix_features): the host's kernel TCP then sends MTU-sized
 			// frames the switch can queue, as it would toward a real switch.
