@@ -108,7 +108,9 @@ type Config struct {
 	Poll string `json:"poll"`
 	// Spin is the core's adaptive-polling spin before sleeping (it yields
 	// the CPU between idle polls). "0s" = the default, 50us; "-1ns" = never
-	// spin. Ignored with poll "busy".
+	// spin. The window grows (doubling, up to 1ms) while sleeps are cut
+	// short by traffic and shrinks back to Spin when the core idles
+	// (daemon.Config.SpinFor). Ignored with poll "busy".
 	Spin Duration `json:"spin"`
 	// DrainTimeout bounds the graceful drain on SIGTERM. Default 5s.
 	DrainTimeout Duration `json:"drain_timeout"`

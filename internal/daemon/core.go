@@ -31,7 +31,13 @@ type Config struct {
 	// (2 vCPUs running two daemons and their applications) the spin does
 	// not take the CPU from the thread that has work (measurements in
 	// docs/decisions.md, ndpd). Default 50us; negative = never spin.
+	// The window adapts (adaptSpin): it doubles, up to MaxSpinFor, while
+	// sleeps are cut short by input within it, and halves back to SpinFor
+	// once sleeps run long.
 	SpinFor time.Duration
+	// MaxSpinFor bounds the adaptive spin window. Default 1ms (at least
+	// SpinFor).
+	MaxSpinFor time.Duration
 	// MaxSleep bounds one sleep. Default 10ms.
 	MaxSleep time.Duration
 	// DrainTimeout bounds the graceful drain (Drain): open connections get
@@ -69,6 +75,10 @@ func (c *Config) populate() {
 	if c.SpinFor == 0 {
 		c.SpinFor = 50 * time.Microsecond
 	}
+	if c.MaxSpinFor == 0 {
+		c.MaxSpinFor = time.Millisecond
+	}
+	c.MaxSpinFor = max(c.MaxSpinFor, c.SpinFor)
 	if c.MaxSleep == 0 {
 		c.MaxSleep = 10 * time.Millisecond
 	}
@@ -95,14 +105,15 @@ func (c *Config) validate() error {
 
 // CoreStats counts the core loop's own events (read through Status).
 type CoreStats struct {
-	Loops           uint64 // loop iterations
-	Sleeps          uint64 // times the core went to sleep
-	RXPoolEmpty     uint64 // RX delivery deferred: daemon partition exhausted
-	AcceptsUnrouted uint64 // inbound connections for a port nobody listens on
-	AppsAttached    uint64 // applications attached since start
-	AppsReclaimed   uint64 // applications whose resources were reclaimed
-	DialsDeferred   uint64 // dials that waited for a neighbour resolution (off the core loop)
-	DialsUnresolved uint64 // deferred dials that failed (resolution failed or timed out)
+	Loops           uint64        // loop iterations
+	Sleeps          uint64        // times the core went to sleep
+	SpinWindow      time.Duration // current adaptive spin window (Config.SpinFor..MaxSpinFor)
+	RXPoolEmpty     uint64        // RX delivery deferred: daemon partition exhausted
+	AcceptsUnrouted uint64        // inbound connections for a port nobody listens on
+	AppsAttached    uint64        // applications attached since start
+	AppsReclaimed   uint64        // applications whose resources were reclaimed
+	DialsDeferred   uint64        // dials that waited for a neighbour resolution (off the core loop)
+	DialsUnresolved uint64        // deferred dials that failed (resolution failed or timed out)
 }
 
 type connRef struct {
@@ -145,6 +156,7 @@ type Core struct {
 	drainUntil time.Time
 	started    time.Time
 	stats      CoreStats
+	spin       time.Duration // current spin window (adaptSpin)
 
 	cmdBuf   [64]ring.Desc
 	txBuf    [64]ring.Desc
@@ -494,6 +506,8 @@ func (c *Core) Run() error {
 	defer c.shutdown()
 	c.started = time.Now()
 	lastWork := c.started
+	c.spin = max(c.cfg.SpinFor, 0)
+	c.stats.SpinWindow = c.spin
 	for {
 		now := time.Now()
 		c.beat.Store(now.UnixNano())
@@ -537,16 +551,39 @@ func (c *Core) Run() error {
 			lastWork = now
 			continue
 		}
-		if c.cfg.SpinFor > 0 && now.Sub(lastWork) < c.cfg.SpinFor {
+		if c.spin > 0 && now.Sub(lastWork) < c.spin {
 			// Spin politely: give the CPU to any runnable thread (an
 			// application, the peer daemon, a softirq) before polling again.
 			yieldCPU()
 			continue
 		}
 		c.stats.Sleeps++
-		c.sleep()
+		input := c.sleep()
 		lastWork = time.Now()
+		c.adaptSpin(lastWork.Sub(now), input)
 	}
+}
+
+// adaptSpin tunes the spin window from how a sleep went (engine.Stack's
+// rule). A sleep cut short by input within the window means the other side
+// (an application, the peer daemon) was only a little slower than the
+// window, and every exchange paid a wakeup of this core: on two CPUs shared
+// with other work that wakeup waits for the CPU (tens to hundreds of µs),
+// and an RPC through two daemons put one or two on its critical path. The
+// window doubles, up to MaxSpinFor. A sleep that ran to its timeout or well
+// past the window means the core is idle: the window halves back toward
+// SpinFor, so an idle core spins SpinFor per wakeup again.
+func (c *Core) adaptSpin(slept time.Duration, input bool) {
+	if c.spin <= 0 || c.cfg.SpinFor >= c.cfg.MaxSpinFor {
+		return
+	}
+	switch {
+	case input && slept < c.spin:
+		c.spin = min(2*c.spin, c.cfg.MaxSpinFor)
+	case !input || slept > 8*c.spin:
+		c.spin = max(c.spin/2, c.cfg.SpinFor)
+	}
+	c.stats.SpinWindow = c.spin
 }
 
 // pollSession runs one batch of every ring of s.

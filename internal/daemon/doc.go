@@ -109,7 +109,9 @@
 // # Waiting and sleeping
 //
 // The core polls adaptively: it spins (Config.SpinFor, 50us, yielding the
-// CPU between idle polls) after its last useful work, then sleeps on every
+// CPU between idle polls; the window doubles up to MaxSpinFor, 1ms, while
+// sleeps are cut short by input and halves back once the core idles) after
+// its last useful work, then sleeps on every
 // region's WakeDaemon eventfd at once plus a doorbell for control requests
 // (and finished neighbour resolutions) and the transport's descriptor, until
 // the transport's next deadline (engine.Stack.NextDeadline: timer, paced

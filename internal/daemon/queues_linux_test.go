@@ -238,4 +238,3 @@ func TestQueueFailureSharesFate(t *testing.T) {
 		})
 	}
 }
-

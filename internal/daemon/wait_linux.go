@@ -73,7 +73,11 @@ func (c *Core) pending() bool {
 
 // sleep blocks until an application or a request rings, the transport has
 // input, or its next timer (bounded by MaxSleep) is due.
-func (c *Core) sleep() {
+//
+// It reports whether the sleep ended for input (an application, a request
+// or the transport; also when input was there before it could start)
+// rather than at its timeout.
+func (c *Core) sleep() (input bool) {
 	timeout := c.cfg.MaxSleep
 	if t := c.tr.PollTimeout(); t >= 0 && t < timeout {
 		timeout = t
@@ -91,8 +95,11 @@ func (c *Core) sleep() {
 			s.sleep.set(0) // S4
 		}
 	}()
-	if timeout <= 0 || c.pending() { // S2
-		return
+	if timeout <= 0 {
+		return false
+	}
+	if c.pending() { // S2
+		return true
 	}
 	w := &c.waiter
 	w.fds = append(w.fds[:0], unix.PollFd{Fd: int32(c.doorbell), Events: unix.POLLIN})
@@ -103,7 +110,8 @@ func (c *Core) sleep() {
 		w.fds = append(w.fds, unix.PollFd{Fd: int32(s.wakeFD), Events: unix.POLLIN})
 	}
 	ts := unix.NsecToTimespec(int64(timeout))
-	if _, err := unix.Ppoll(w.fds, &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
+	n, err := unix.Ppoll(w.fds, &ts, nil)
+	if err != nil && !errors.Is(err, unix.EINTR) {
 		c.log.Sugar().Warnf("ppoll: %v", err)
 	}
 	var b [8]byte
@@ -112,6 +120,7 @@ func (c *Core) sleep() {
 			unix.Read(int(p.Fd), b[:]) // eventfd: reset the counter
 		}
 	}
+	return n > 0
 }
 
 func newDoorbell() (int, error) {

@@ -134,3 +134,46 @@ func TestEventWake(t *testing.T) {
 		t.Errorf("writers' mask %#x wakes a sleeper with no writer waiting", m)
 	}
 }
+
+// TestAdaptSpin: the core's spin window doubles (up to MaxSpinFor) while
+// sleeps end early for input, and halves back to SpinFor once they run to
+// their timeout or far past the window.
+func TestAdaptSpin(t *testing.T) {
+	cfg := Config{SpinFor: 50 * time.Microsecond, MaxSpinFor: time.Millisecond}
+	cfg.populate()
+	c := &Core{cfg: cfg, spin: cfg.SpinFor}
+	steps := []struct {
+		slept time.Duration
+		input bool
+		want  time.Duration
+	}{
+		{10 * time.Microsecond, true, 100 * time.Microsecond}, // woken within the window
+		{80 * time.Microsecond, true, 200 * time.Microsecond},
+		{150 * time.Microsecond, true, 400 * time.Microsecond},
+		{10 * time.Microsecond, true, 800 * time.Microsecond},
+		{10 * time.Microsecond, true, time.Millisecond}, // capped
+		{10 * time.Microsecond, true, time.Millisecond},
+		{2 * time.Millisecond, true, time.Millisecond},          // past the window, not far: kept
+		{10 * time.Millisecond, true, 500 * time.Microsecond},   // far past: idle
+		{100 * time.Microsecond, false, 250 * time.Microsecond}, // timed out
+		{0, false, 125 * time.Microsecond},
+		{0, false, 62500 * time.Nanosecond},
+		{0, false, 50 * time.Microsecond}, // floor
+		{0, false, 50 * time.Microsecond},
+	}
+	for i, s := range steps {
+		c.adaptSpin(s.slept, s.input)
+		if c.spin != s.want {
+			t.Fatalf("step %d (slept %v, input %v): window %v, want %v", i, s.slept, s.input, c.spin, s.want)
+		}
+	}
+	// Never spinning stays never spinning; a fixed window stays fixed.
+	for _, cfg := range []Config{{SpinFor: -1}, {SpinFor: time.Millisecond, MaxSpinFor: time.Millisecond}} {
+		cfg.populate()
+		c := &Core{cfg: cfg, spin: max(cfg.SpinFor, 0)}
+		c.adaptSpin(time.Microsecond, true)
+		if c.spin != max(cfg.SpinFor, 0) {
+			t.Errorf("SpinFor %v: window became %v", cfg.SpinFor, c.spin)
+		}
+	}
+}
