@@ -148,7 +148,7 @@ func runHULL(args []string) error {
 
 func hullTestbed(o hullOpts) (hullOutput, error) {
 	out := hullOutput{LinkBps: o.link, PhantomGamma: o.phantom, Size: o.size, CPUs: runtime.NumCPU()}
-	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v",
+	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v",
 		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto)
 	tb, err := testbed.New()
 	if err != nil {
@@ -156,7 +156,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	}
 	defer tb.Close()
 	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link,
-		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link)}}})
+		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link), PhantomThreshold: 1000}}})
 	if err != nil {
 		return out, err
 	}
