@@ -419,16 +419,12 @@ func TestCrossProcessHostile(t *testing.T) {
 	if k := d.pool.AcceptTX(d.app, in[:n]); k != 2 || in[0].Frame != d.part.First || in[1].Frame != d.part.First+1 {
 		t.Errorf("TX accepted %d: %+v", k, in[:k])
 	}
-	n, _ = d.end.Sockets[0].RTX.Consume(in)
-	if k := d.pool.AcceptRTX(d.app, in[:n]); n != 2 || k != 1 || in[0].Frame != d.part.First {
-		t.Errorf("RTX: %d consumed, %d accepted %+v", n, k, in[:k])
-	}
 	n, _ = d.end.Releases.Consume(in)
 	if k := d.pool.AcceptReleased(d.app, in[:n]); n != 5 || k != 1 {
 		t.Errorf("releases: %d consumed, %d accepted", n, k)
 	}
 	after := *snapshot(d.pool)
-	want := counts{rng: 3, owned: 7, length: 1}
+	want := counts{rng: 3, owned: 6, length: 1}
 	if diff := (counts{after.rng - before.rng, after.owned - before.owned, after.length - before.length, after.stale - before.stale, after.dbl - before.dbl}); diff != want {
 		t.Errorf("rejections %+v, want %+v", diff, want)
 	}
@@ -691,15 +687,11 @@ func childHostile(t *testing.T, conn *net.UnixConn, region *Region, end *AppEnd,
 		{Frame: p.First + 2, Off: fs - 8, Len: 64}, // runs past the frame
 		{Frame: p.First, Len: 64},                  // resubmitted while in flight
 	}
-	rtx := []Desc{
-		{Frame: p.First, Len: 64},     // retransmit of an in-flight frame: fine
-		{Frame: o.First + 1, Len: 10}, // retransmit someone else's frame
-	}
 	rel := []Desc{{Frame: 0}, {Frame: 0}, {Frame: 4}, {Frame: 1000}, {Frame: p.First + 44}}
 	for _, c := range []struct {
 		p  *Producer
 		ds []Desc
-	}{{end.Sockets[0].TX, tx}, {end.Sockets[0].RTX, rtx}, {end.Releases, rel}} {
+	}{{end.Sockets[0].TX, tx}, {end.Releases, rel}} {
 		if n, err := c.p.Produce(c.ds); n != len(c.ds) || err != nil {
 			t.Fatalf("produce %d of %d: %v", n, len(c.ds), err)
 		}

@@ -4,7 +4,9 @@
 // eventfd wakeups, and the Unix-socket handoff of the memory. It is the
 // "communications ring buffer ... RX, TX and RTX ... and a shared buffer
 // pool" of the NDP paper's Linux implementation (section 4), built for real
-// separate processes.
+// separate processes, without the RTX ring: retransmission is done by the
+// NDP endpoint inside ndpd, which keeps the bytes in its send buffer, so
+// the application has nothing to resubmit (internal/daemon/doc.go).
 //
 // # What lives where
 //
@@ -16,7 +18,6 @@
 //	│  Completions Consumer ◀───┼── TX frames back┤  Completions Producer        │
 //	│  Releases    Producer ────┼── RX frames back▶  Releases    Consumer        │
 //	│  Sockets[s].TX  Producer ─┼────────────────▶│  Sockets[s].TX  Consumer     │
-//	│  Sockets[s].RTX Producer ─┼────────────────▶│  Sockets[s].RTX Consumer     │
 //	│  Sockets[s].RX  Consumer ◀┼─────────────────┤  Sockets[s].RX  Producer     │
 //	│  FrameStack (own TX part.)│                 │  Pool (ledger, private mem)  │
 //	└─────────────┬─────────────┘                 └──────────────┬───────────────┘
@@ -33,8 +34,8 @@
 //     region, _ := CreateRegion(RegionConfig{}, app, BufferGeometry{FrameSize, Frames, part});
 //     SendAttachment(conn, region.Attachment(umemFD)); end, _ := region.DaemonEnd().
 //  3. The core loop polls every end's input rings in batches:
-//     Cmd/TX/RTX/Releases with Consume(batch), validating every descriptor
-//     before use: pool.AcceptTX / AcceptRTX (bounds + ownership, compacts the
+//     Cmd/TX/Releases with Consume(batch), validating every descriptor
+//     before use: pool.AcceptTX or CheckTX (bounds + ownership, compacts the
 //     batch in place; rejects are counted in pool.Counters()) and
 //     pool.AcceptReleased. It delivers RX with Sockets[s].RX.Produce then
 //     pool.Lend(app, produced frames), and returns sent frames with

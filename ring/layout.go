@@ -20,7 +20,7 @@ import (
 //	    12     4  crc            CRC-32C of [0,128) (crc field as zero) and of the ring table
 //	    16     8  regionSize     total bytes of the memfd
 //	    24     4  descSize       DescSize (32)
-//	    28     4  ringCount      4 + 3*sockets
+//	    28     4  ringCount      4 + 2*sockets
 //	    32     4  sockets        socket slots in this region
 //	    36     4  app            AppID the daemon assigned
 //	    40     4  frameSize      bytes per frame of the buffer area
@@ -47,11 +47,11 @@ import (
 // other's way even with the adjacent-line prefetcher of x86 parts.
 //
 // Ring table order is fixed: cmd, event, completion, release, then for each
-// socket s: RX, TX, RTX. The parser insists on that order, on ascending,
+// socket s: RX, TX. The parser insists on that order, on ascending,
 // non-overlapping, aligned blocks inside the region, and on the checksum.
 const (
 	Magic   uint32 = 0x5250444e // "NDPR" in little-endian byte order
-	Version uint32 = 1
+	Version uint32 = 2
 
 	hdrMagic        = 0
 	hdrVersion      = 4
@@ -129,10 +129,6 @@ const (
 	// KindTX carries data to send of one socket app → daemon; the frames are
 	// the app's own partition.
 	KindTX RingKind = 6
-	// KindRTX carries retransmission requests of one socket app → daemon
-	// (the library's timeout-driven retransmits, NDP section 4); the daemon
-	// serves it before TX when a PULL arrives.
-	KindRTX RingKind = 7
 )
 
 func (k RingKind) String() string {
@@ -149,8 +145,6 @@ func (k RingKind) String() string {
 		return "rx"
 	case KindTX:
 		return "tx"
-	case KindRTX:
-		return "rtx"
 	}
 	return "unknown-kind"
 }
@@ -158,7 +152,7 @@ func (k RingKind) String() string {
 // producerOf is the fixed direction of each ring kind.
 func producerOf(k RingKind) Side {
 	switch k {
-	case KindCmd, KindRelease, KindTX, KindRTX:
+	case KindCmd, KindRelease, KindTX:
 		return SideApp
 	default:
 		return SideDaemon
@@ -169,7 +163,7 @@ func producerOf(k RingKind) Side {
 type RingSpec struct {
 	Kind     RingKind
 	Producer Side
-	Socket   int    // socket index for RX/TX/RTX, 0 otherwise
+	Socket   int    // socket index for RX/TX, 0 otherwise
 	Offset   uint64 // byte offset of the ring block in the region
 	Slots    uint32 // power of two
 }
@@ -195,13 +189,13 @@ type Layout struct {
 	headerLen    uint32
 }
 
-// ringIndex is the position in Rings of a ring kind (socket for RX/TX/RTX).
+// ringIndex is the position in Rings of a ring kind (socket for RX/TX).
 func ringIndex(k RingKind, socket int) int {
 	switch k {
 	case KindCmd, KindEvent, KindCompletion, KindRelease:
 		return int(k) - 1
 	default:
-		return 4 + 3*socket + int(k-KindRX)
+		return 4 + 2*socket + int(k-KindRX)
 	}
 }
 
@@ -209,7 +203,7 @@ func expectedRing(i int) (RingKind, int) {
 	if i < 4 {
 		return RingKind(i + 1), 0
 	}
-	return KindRX + RingKind((i-4)%3), (i - 4) / 3
+	return KindRX + RingKind((i-4)%2), (i - 4) / 2
 }
 
 func isPow2(v uint32) bool { return v != 0 && v&(v-1) == 0 }
@@ -283,8 +277,8 @@ func ParseHeader(b []byte) (Layout, error) {
 		return Layout{}, headerErr("sockets", "%d exceeds %d", sockets, MaxSockets)
 	}
 	ringCount := le.Uint32(b[hdrRingCount:])
-	if ringCount != 4+3*sockets {
-		return Layout{}, headerErr("ringCount", "got %d, want %d for %d sockets", ringCount, 4+3*sockets, sockets)
+	if ringCount != 4+2*sockets {
+		return Layout{}, headerErr("ringCount", "got %d, want %d for %d sockets", ringCount, 4+2*sockets, sockets)
 	}
 	tableEnd := uint64(hdrRingTable) + uint64(ringCount)*ringEntrySize
 	headerLen := le.Uint32(b[hdrHeaderLen:])
@@ -350,13 +344,13 @@ func ParseHeader(b []byte) (Layout, error) {
 // RegionConfig sizes a region. The zero value is valid: every zero field
 // takes the default written next to it.
 type RegionConfig struct {
-	// Sockets is the number of socket slots (each with RX, TX and RTX rings).
+	// Sockets is the number of socket slots (each with an RX and a TX ring).
 	// Default 16; at most MaxSockets.
 	Sockets int
 	// CmdSlots and EventSlots size the command and event rings. Default 256.
 	CmdSlots   uint32
 	EventSlots uint32
-	// SocketSlots sizes each socket's RX, TX and RTX rings. Default 256.
+	// SocketSlots sizes each socket's RX and TX rings. Default 256.
 	SocketSlots uint32
 	// CompletionSlots sizes the TX-completion ring. Default: the partition
 	// size rounded up to a power of two (minimum 64), so the daemon can always
@@ -425,7 +419,7 @@ func NewLayout(cfg RegionConfig, app AppID, geo BufferGeometry) (Layout, error) 
 	if uint64(geo.Part.First)+uint64(geo.Part.Count) > uint64(geo.Frames) {
 		return Layout{}, configErr("Part", "frames [%d, +%d) exceed the %d-frame buffer area", geo.Part.First, geo.Part.Count, geo.Frames)
 	}
-	n := 4 + 3*cfg.Sockets
+	n := 4 + 2*cfg.Sockets
 	l := Layout{
 		App:          app,
 		Sockets:      cfg.Sockets,

@@ -76,7 +76,7 @@ const (
 	stLent     = 3 // daemon partition, lent to the app in bits 8..23 (sits on its RX ring or in its hands)
 	stIdle     = 4 // app partition whose slot has no application
 	stApp      = 5 // app partition, owned by its application
-	stInFlight = 6 // app partition, submitted on TX/RTX and held by the daemon
+	stInFlight = 6 // app partition, submitted on TX and held by the daemon
 )
 
 type slotState uint8
@@ -121,7 +121,7 @@ type PoolStats struct {
 //
 // The ledger lives in the daemon's private memory: nothing an application
 // writes into shared memory can change it. Every index an application hands
-// the daemon goes through AcceptTX, AcceptRTX or AcceptReleased, which check
+// the daemon goes through CheckTX, AcceptTX or AcceptReleased, which check
 // bounds and ownership and count and drop what fails, so a buggy or hostile
 // application can neither crash the daemon nor make it transmit memory it
 // does not own.
@@ -352,11 +352,11 @@ func (p *Pool) CheckTX(app AppID, d *Desc) error {
 		p.counters.RejectedStale.Add(1)
 		return ErrStaleApp
 	}
-	return p.checkSubmit(a, d, false)
+	return p.checkSubmit(a, d)
 }
 
-// checkSubmit validates a TX (rtx=false) or RTX (rtx=true) descriptor of slot a.
-func (p *Pool) checkSubmit(a *appSlot, d *Desc, rtx bool) error {
+// checkSubmit validates a TX descriptor of slot a.
+func (p *Pool) checkSubmit(a *appSlot, d *Desc) error {
 	f := d.Frame
 	if f >= p.cfg.Frames {
 		p.counters.RejectedRange.Add(1)
@@ -371,18 +371,12 @@ func (p *Pool) checkSubmit(a *appSlot, d *Desc, rtx bool) error {
 		p.counters.RejectedLength.Add(1)
 		return ErrBadLength
 	}
-	switch p.state[f] {
-	case stApp:
+	if p.state[f] == stApp {
 		p.state[f] = stInFlight
 		a.inFlight++
 		p.inFlight++
 		p.appOwned--
 		return nil
-	case stInFlight:
-		if rtx {
-			// Retransmit of a frame the daemon still holds for this app.
-			return nil
-		}
 	}
 	p.counters.RejectedNotOwned.Add(1)
 	return ErrFrameNotOwned
@@ -393,17 +387,6 @@ func (p *Pool) checkSubmit(a *appSlot, d *Desc, rtx bool) error {
 // are now in flight (held by the daemon until CompleteTX); the rest are
 // counted and dropped. Returns the number of valid descriptors.
 func (p *Pool) AcceptTX(app AppID, ds []Desc) int {
-	return p.accept(app, ds, false)
-}
-
-// AcceptRTX is AcceptTX for an RTX ring: a frame may also name one the
-// daemon already holds in flight for the same application (a retransmit of
-// an unacknowledged packet); it never names another party's frame.
-func (p *Pool) AcceptRTX(app AppID, ds []Desc) int {
-	return p.accept(app, ds, true)
-}
-
-func (p *Pool) accept(app AppID, ds []Desc, rtx bool) int {
 	a := p.live(app)
 	if a == nil {
 		p.counters.RejectedStale.Add(uint64(len(ds)))
@@ -411,7 +394,7 @@ func (p *Pool) accept(app AppID, ds []Desc, rtx bool) int {
 	}
 	n := 0
 	for i := range ds {
-		if p.checkSubmit(a, &ds[i], rtx) == nil {
+		if p.checkSubmit(a, &ds[i]) == nil {
 			ds[n] = ds[i]
 			n++
 		}

@@ -55,7 +55,7 @@ func TestPoolConfig(t *testing.T) {
 }
 
 // TestPoolSubmitValidation is the table of everything an application can
-// put in a TX or RTX descriptor, and what the daemon does with it.
+// put in a TX descriptor, and what the daemon does with it.
 func TestPoolSubmitValidation(t *testing.T) {
 	p := newTestPool(t)
 	app, part := mustAttach(t, p)
@@ -66,41 +66,26 @@ func TestPoolSubmitValidation(t *testing.T) {
 	const fs = 2048
 	tests := []struct {
 		name string
-		rtx  bool
 		d    Desc
 		want error
 	}{
-		{"own frame", false, Desc{Frame: part.First, Len: 100}, nil},
-		{"own last frame, full length", false, Desc{Frame: part.First + part.Count - 1, Off: 48, Len: fs - 48}, nil},
-		{"resubmit in flight on TX", false, Desc{Frame: part.First, Len: 100}, ErrFrameNotOwned},
-		{"resubmit in flight on RTX", true, Desc{Frame: part.First, Len: 100}, nil},
-		{"past buffer area", false, Desc{Frame: 64, Len: 1}, ErrFrameRange},
-		{"NoFrame", false, Desc{Frame: NoFrame, Len: 1}, ErrFrameRange},
-		{"daemon partition", false, Desc{Frame: daemonFrame[0], Len: 1}, ErrFrameNotOwned},
-		{"other app's partition", false, Desc{Frame: otherPart.First + 3, Len: 1}, ErrFrameNotOwned},
-		{"other app's partition on RTX", true, Desc{Frame: otherPart.First + 3, Len: 1}, ErrFrameNotOwned},
-		{"idle partition", false, Desc{Frame: 63, Len: 1}, ErrFrameNotOwned},
-		{"length past frame", false, Desc{Frame: part.First + 1, Off: fs - 10, Len: 11}, ErrBadLength},
-		{"max off and len", false, Desc{Frame: part.First + 1, Off: 0xffff, Len: 0xffff}, ErrBadLength},
+		{"own frame", Desc{Frame: part.First, Len: 100}, nil},
+		{"own last frame, full length", Desc{Frame: part.First + part.Count - 1, Off: 48, Len: fs - 48}, nil},
+		{"resubmit in flight", Desc{Frame: part.First, Len: 100}, ErrFrameNotOwned},
+		{"past buffer area", Desc{Frame: 64, Len: 1}, ErrFrameRange},
+		{"NoFrame", Desc{Frame: NoFrame, Len: 1}, ErrFrameRange},
+		{"daemon partition", Desc{Frame: daemonFrame[0], Len: 1}, ErrFrameNotOwned},
+		{"other app's partition", Desc{Frame: otherPart.First + 3, Len: 1}, ErrFrameNotOwned},
+		{"idle partition", Desc{Frame: 63, Len: 1}, ErrFrameNotOwned},
+		{"length past frame", Desc{Frame: part.First + 1, Off: fs - 10, Len: 11}, ErrBadLength},
+		{"max off and len", Desc{Frame: part.First + 1, Off: 0xffff, Len: 0xffff}, ErrBadLength},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := *snapshot(p)
-			var err error
-			ds := []Desc{tc.d}
-			var n int
-			if tc.rtx {
-				n = p.AcceptRTX(app, ds)
-			} else {
-				err = p.CheckTX(app, &ds[0])
-				if err == nil {
-					n = 1
-				}
-			}
-			if tc.rtx && n == 0 {
-				err = errors.New("rejected")
-			}
-			if (tc.want == nil) != (err == nil) || (tc.want != nil && !tc.rtx && !errors.Is(err, tc.want)) {
+			d := tc.d
+			err := p.CheckTX(app, &d)
+			if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
 			after := snapshot(p)
@@ -111,8 +96,8 @@ func TestPoolSubmitValidation(t *testing.T) {
 		})
 	}
 	c := p.Counters()
-	if c.RejectedRange.Load() != 2 || c.RejectedLength.Load() != 2 || c.RejectedNotOwned.Load() != 5 {
-		t.Errorf("counters range/length/notOwned = %d/%d/%d, want 2/2/5",
+	if c.RejectedRange.Load() != 2 || c.RejectedLength.Load() != 2 || c.RejectedNotOwned.Load() != 4 {
+		t.Errorf("counters range/length/notOwned = %d/%d/%d, want 2/2/4",
 			c.RejectedRange.Load(), c.RejectedLength.Load(), c.RejectedNotOwned.Load())
 	}
 }
@@ -311,7 +296,7 @@ func TestPoolHotPathAllocs(t *testing.T) {
 }
 
 // FuzzDescValidation decodes arbitrary bytes as descriptors and submits them
-// on every path an application controls (TX, RTX, release). Nothing may
+// on every path an application controls (TX, release). Nothing may
 // panic; whatever is accepted must be the submitter's own, in bounds; the
 // ledger must stay consistent.
 func FuzzDescValidation(f *testing.F) {
@@ -338,14 +323,9 @@ func FuzzDescValidation(f *testing.F) {
 			data = data[DescSize:]
 		}
 		orig := append([]Desc(nil), ds...)
-		switch path % 3 {
-		case 0, 1:
-			var n int
-			if path%3 == 0 {
-				n = p.AcceptTX(app, ds)
-			} else {
-				n = p.AcceptRTX(app, ds)
-			}
+		switch path % 2 {
+		case 0:
+			n := p.AcceptTX(app, ds)
 			for _, d := range ds[:n] {
 				if CheckFrameBounds(&d, part.First, part.Count, 2048) != nil {
 					t.Fatalf("accepted %+v outside partition %+v", d, part)
@@ -354,7 +334,7 @@ func FuzzDescValidation(f *testing.F) {
 			if uint64(len(orig)-n) != snapshot(p).total() {
 				t.Fatalf("%d rejected, %d counted", len(orig)-n, snapshot(p).total())
 			}
-		case 2:
+		case 1:
 			n := p.AcceptReleased(app, ds)
 			if n > len(lent) {
 				t.Fatalf("released %d frames, only %d lent", n, len(lent))

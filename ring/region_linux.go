@@ -107,9 +107,8 @@ func (r *Region) Attachment(bufferFD int) Attachment {
 
 // DaemonSocket is the daemon's view of one socket's rings.
 type DaemonSocket struct {
-	RX  *Producer // received data, daemon → app (lent daemon frames)
-	TX  *Consumer // data to send, app → daemon (app partition frames)
-	RTX *Consumer // retransmit requests, app → daemon
+	RX *Producer // received data, daemon → app (lent daemon frames)
+	TX *Consumer // data to send, app → daemon (app partition frames)
 }
 
 // DaemonEnd is the daemon's end of a region. The core loop goroutine owns
@@ -126,9 +125,8 @@ type DaemonEnd struct {
 
 // AppSocket is the application's view of one socket's rings.
 type AppSocket struct {
-	RX  *Consumer
-	TX  *Producer
-	RTX *Producer
+	RX *Consumer
+	TX *Producer
 }
 
 // AppEnd is the application's end of a region. One goroutine owns each ring
@@ -163,9 +161,8 @@ func (r *Region) DaemonEnd() (*DaemonEnd, error) {
 	}
 	for s := range e.Sockets {
 		e.Sockets[s] = DaemonSocket{
-			RX:  rings[ringIndex(KindRX, s)].(*Producer),
-			TX:  rings[ringIndex(KindTX, s)].(*Consumer),
-			RTX: rings[ringIndex(KindRTX, s)].(*Consumer),
+			RX: rings[ringIndex(KindRX, s)].(*Producer),
+			TX: rings[ringIndex(KindTX, s)].(*Consumer),
 		}
 	}
 	e.Waiter, e.Notifier, err = r.doorbells(hdrDaemonSleeping, r.wakeDaemon, hdrAppSleeping, r.wakeApp)
@@ -191,9 +188,8 @@ func (r *Region) AppEnd() (*AppEnd, error) {
 	}
 	for s := range e.Sockets {
 		e.Sockets[s] = AppSocket{
-			RX:  rings[ringIndex(KindRX, s)].(*Consumer),
-			TX:  rings[ringIndex(KindTX, s)].(*Producer),
-			RTX: rings[ringIndex(KindRTX, s)].(*Producer),
+			RX: rings[ringIndex(KindRX, s)].(*Consumer),
+			TX: rings[ringIndex(KindTX, s)].(*Producer),
 		}
 	}
 	e.Waiter, e.Notifier, err = r.doorbells(hdrAppSleeping, r.wakeApp, hdrDaemonSleeping, r.wakeDaemon)

@@ -2,7 +2,8 @@
 // between the NDP core process and the applications attached to it (NDP
 // paper, section 4: "passing commands such as connect and listen via a
 // communications ring buffer, and data for each active socket via three
-// ring buffers: RX, TX and RTX, and a shared buffer pool").
+// ring buffers: RX, TX and RTX, and a shared buffer pool"; here two per
+// socket, RX and TX: see "Data path and buffers" for the RTX ring).
 //
 // # Processes and goroutines
 //
@@ -34,7 +35,6 @@
 //	completion    Core.Run                          app, goroutine holding pollMu
 //	release       app, API goroutine under mu       Core.Run
 //	TX(slot)      app, the writer under mu          Core.Run
-//	RTX(slot)     unused (see below)                Core.Run never reads it
 //	RX(slot)      Core.Run                          app, goroutine holding pollMu
 //
 // (A mutex makes "one goroutine at a time" the owner; its lock/unlock
@@ -91,9 +91,12 @@
 // the bytes to the transport, then returns the frame on the completion
 // ring; the daemon reads received bytes into daemon frames, produces them
 // on RX(slot) and lends them (pool.Lend); the app copies them out and
-// releases them. RTX rings stay unused: retransmission (NACK → RTX queue,
-// RTO) is the ndp endpoint's job inside the daemon, which still holds the
-// bytes in its send buffer.
+// releases them. There is no RTX ring: in the paper the core sends
+// straight from the application's buffers, so a retransmission names a
+// buffer the application still holds (the core adds NACKed ones, the
+// library timed-out ones). Here the ndp endpoint inside the daemon keeps
+// the bytes in its send buffer and retransmits them itself (NACK → its RTX
+// queue, RTO), so the application has nothing to resubmit.
 //
 // Backpressure everywhere instead of drops: a full TX ring or an empty
 // partition blocks the writer until completions come back; a full send
