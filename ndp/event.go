@@ -9,6 +9,12 @@ func makeHandle(idx int32, gen uint32) Handle { return Handle(uint64(gen)<<32 | 
 func (h Handle) index() int32 { return int32(uint32(h)) - 1 }
 func (h Handle) gen() uint32  { return uint32(h >> 32) }
 
+// Slot is the connection slot h names, in [0, Config.MaxConns) for a
+// handle the endpoint gave out (-1 for the zero Handle). A released
+// connection's slot goes to a later connection, so a table indexed by
+// Slot must also compare the whole handle.
+func (h Handle) Slot() int { return int(h.index()) }
+
 // EventKind says what an Event reports.
 type EventKind uint8
 

@@ -330,7 +330,7 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 func (s *Stack) releaseLocked(c *Conn) {
 	s.ep.Release(c.h)
 	s.pulls.Remove(c.h)
-	delete(s.conns, c.h)
+	s.forgetConnLocked(c)
 	if c.reuse && len(s.free) < maxFreeConns {
 		// Keep the wait channels, without stale tokens.
 		rd, wr := c.rdWait, c.wrWait
@@ -460,7 +460,7 @@ func (l *Listener) Close() error {
 		s.ep.Abort(c.h, now)
 		s.ep.Release(c.h)
 		s.pulls.Remove(c.h)
-		delete(s.conns, c.h)
+		s.forgetConnLocked(c)
 	}
 	s.afterCallLocked(now)
 	return nil

@@ -80,7 +80,7 @@ type Stack struct {
 	coalesce    bool // PollBusy or NoBackground: waiters defer ACK transmission (see pollDeferLocked)
 
 	mu          sync.Mutex
-	conns       map[ndp.Handle]*Conn
+	conns       []*Conn // by Handle.Slot (connLocked)
 	listeners   map[uint16]*Listener
 	rx, tx      [][]byte
 	neigh       map[[4]byte]neighEntry
@@ -149,7 +149,7 @@ func New(cfg Config) (*Stack, error) {
 		frameCap:    ndp.MaxFrameLen(ecfg.MTU),
 		pullHorizon: ndp.Time(cfg.PullBatch-1) * ndp.Time(pq.Config().Interval()),
 		localIP:     ecfg.LocalIP,
-		conns:       make(map[ndp.Handle]*Conn, ecfg.MaxConns),
+		conns:       make([]*Conn, ecfg.MaxConns),
 		listeners:   make(map[uint16]*Listener),
 		rx:          make([][]byte, cfg.Batch),
 		tx:          make([][]byte, cfg.Batch),
@@ -436,7 +436,7 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 			s.acceptLocked(ev, now)
 			continue
 		}
-		c := s.conns[ev.Handle]
+		c := s.connLocked(ev.Handle)
 		if c == nil {
 			continue
 		}
@@ -507,8 +507,27 @@ func (s *Stack) newConnLocked(h ndp.Handle, remote ndp.Addr, localPort uint16) *
 	} else {
 		c = &Conn{s: s, h: h, remote: remote, localPort: localPort}
 	}
-	s.conns[h] = c
+	s.conns[h.Slot()] = c
 	return c
+}
+
+// connLocked returns the Conn of handle h, or nil.
+func (s *Stack) connLocked(h ndp.Handle) *Conn {
+	i := h.Slot()
+	if i < 0 || i >= len(s.conns) {
+		return nil
+	}
+	if c := s.conns[i]; c != nil && c.h == h {
+		return c
+	}
+	return nil
+}
+
+// forgetConnLocked removes c from the stack's connections.
+func (s *Stack) forgetConnLocked(c *Conn) {
+	if i := c.h.Slot(); i >= 0 && i < len(s.conns) && s.conns[i] == c {
+		s.conns[i] = nil
+	}
 }
 
 // signal leaves a token in a waiter channel (capacity 1): a goroutine that
@@ -607,13 +626,16 @@ func (s *Stack) Close() error {
 		return nil
 	}
 	now := s.clock()
-	for h, c := range s.conns {
+	for i, c := range s.conns {
+		if c == nil {
+			continue
+		}
 		if !c.closed {
-			s.ep.Abort(h, now)
+			s.ep.Abort(c.h, now)
 		}
 		c.stackClosed = true
 		c.wakeWaitersLocked()
-		delete(s.conns, h)
+		s.conns[i] = nil
 	}
 	for p, l := range s.listeners {
 		l.closed = true
