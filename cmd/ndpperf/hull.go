@@ -49,6 +49,7 @@ type hullOpts struct {
 	n       int
 	rounds  int
 	rto     time.Duration
+	hostQ   int
 	json    bool
 }
 
@@ -62,6 +63,7 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 	n := fs.Int("n", 2000, "measured RPCs per gamma")
 	rounds := fs.Int("rounds", 4, "turns per gamma the RPCs are split into")
 	rto := fs.Duration("rto", 0, "NDP retransmission timeout (0: as ndpperf leafspine picks for --link)")
+	hostQ := fs.Int("host-queue", 256, "emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return hullOpts{}, err
@@ -69,7 +71,7 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 	if fs.NArg() > 0 {
 		return hullOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := hullOpts{link: int64(link), phantom: *phantom, size: *size, n: *n, rounds: *rounds, rto: *rto, json: *asJSON}
+	o := hullOpts{link: int64(link), phantom: *phantom, size: *size, n: *n, rounds: *rounds, rto: *rto, hostQ: *hostQ, json: *asJSON}
 	for _, g := range strings.Split(*gammas, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(g), 64)
 		if err != nil || v <= 0 || v > 1 {
@@ -84,6 +86,8 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 		return o, fmt.Errorf("--phantom-gamma %v: want 0..1", o.phantom)
 	case o.size < 1 || o.size > 64<<10:
 		return o, fmt.Errorf("--size %d: want 1..64KiB", o.size)
+	case o.hostQ < 0 || o.hostQ > 100000:
+		return o, fmt.Errorf("--host-queue %d: want 0..100000", o.hostQ)
 	case o.rounds < 1 || o.n < o.rounds:
 		return o, fmt.Errorf("--n %d, --rounds %d: want at least one RPC per round", o.n, o.rounds)
 	}
@@ -148,14 +152,14 @@ func runHULL(args []string) error {
 
 func hullTestbed(o hullOpts) (hullOutput, error) {
 	out := hullOutput{LinkBps: o.link, PhantomGamma: o.phantom, Size: o.size, CPUs: runtime.NumCPU()}
-	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v",
-		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto)
+	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
+		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto, o.hostQ)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
 	}
 	defer tb.Close()
-	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link,
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link, HostQueue: o.hostQ,
 		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link), PhantomThreshold: 1000}}})
 	if err != nil {
 		return out, err
