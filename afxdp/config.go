@@ -117,6 +117,15 @@ type Config struct {
 	// the kernel default. Kernels without the option ignore it (counted in
 	// Info.TxSkbBudget == 0).
 	TxSkbBudget int
+	// MultiBuffer binds the sockets with XDP_USE_SG and loads the steering
+	// program with frags support (BPF_F_XDP_HAS_FRAGS, what libbpf's
+	// "xdp.frags" section sets), so packets larger than a frame cross as
+	// chains of descriptors: every descriptor of a packet but the last has
+	// Options&unix.XDP_PKT_CONTD set, on the RX ring and on the TX ring
+	// (Linux 6.6+; in copy mode a packet spans at most MaxFragments
+	// descriptors). Receive then hands out whole packets only. False: one
+	// frame per packet; the kernel drops larger packets.
+	MultiBuffer bool
 	// BindRetry is how long bind is retried on EBUSY (a socket closed a
 	// moment ago on the same queue keeps it for ~50 ms). Zero means 500 ms.
 	BindRetry time.Duration
@@ -197,6 +206,14 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// MaxFragments is the most descriptors one multi-buffer packet may span:
+// the kernel builds a copy-mode transmit into an skb of at most
+// MAX_SKB_FRAGS (17) fragments besides the first buffer, and refuses
+// longer chains with EFAULT; receive chains are as long as the packet
+// needs. Callers of Receive with MultiBuffer pass at least this many
+// descriptors.
+const MaxFragments = 18
 
 // xdpPacketHeadroom is the kernel's XDP_PACKET_HEADROOM, which it reserves in
 // front of received data in every frame in addition to Config.Headroom.

@@ -61,6 +61,16 @@
 // makes no syscall per batch when the kernel does not need one; an adaptive
 // loop sleeps in Queue.Wait (poll(2) on the socket) when idle.
 //
+// # Multi-buffer
+//
+// With Config.MultiBuffer the sockets bind with XDP_USE_SG and the program
+// is loaded with BPF_F_XDP_HAS_FRAGS, so a packet larger than a frame is a
+// chain of descriptors, every one but the last with XDP_PKT_CONTD in
+// Options, on the RX ring (each fragment in its own frame, after the XDP
+// headroom) and on the TX ring (each descriptor inside one frame).
+// Receive hands out whole chains only; Transmit puts whole chains only on
+// the ring and refuses one of more than MaxFragments descriptors.
+//
 // # Steering
 //
 // The XDP program (built with cilium/ebpf's assembler, no clang) redirects

@@ -46,7 +46,8 @@ type Info struct {
 	ZeroCopy    bool       // sockets bound in zero-copy mode
 	Attach      AttachMode // AttachNative or AttachGeneric
 	NeedWakeup  bool
-	TxSkbBudget int // XDP_MAX_TX_SKB_BUDGET the kernel accepted (0: kernel default, or option unknown)
+	TxSkbBudget int  // XDP_MAX_TX_SKB_BUDGET the kernel accepted (0: kernel default, or option unknown)
+	MultiBuffer bool // sockets bound with XDP_USE_SG (Config.MultiBuffer)
 	UDPPort     uint16
 }
 
@@ -136,6 +137,7 @@ func openSockets(cfg Config) (*Port, error) {
 		bind:         cfg.Bind,
 		needWakeup:   !cfg.DisableNeedWakeup,
 		txBudget:     cfg.TxSkbBudget,
+		sg:           cfg.MultiBuffer,
 		sharedFD:     -1,
 		bindDeadline: deadline,
 	}
@@ -171,7 +173,7 @@ func steerPorts(ports []*Port, cfg Config) error {
 		// with other queues bound only native mode spreads them.
 		attach = AttachGeneric
 	}
-	steer, err := loadSteering(cfg.Interface, p0.ifindex, maxQ, cfg.UDPPort, cfg.SteerAll, attach)
+	steer, err := loadSteering(cfg.Interface, p0.ifindex, maxQ, cfg.UDPPort, cfg.SteerAll, cfg.MultiBuffer, attach)
 	if err != nil {
 		return err
 	}
@@ -289,14 +291,15 @@ func (p *Port) Queue(id int) *Queue {
 // Info reports the modes Open settled on.
 func (p *Port) Info() Info {
 	in := Info{
-		Interface:  p.cfg.Interface,
-		Ifindex:    p.ifindex,
-		Driver:     p.driver,
-		Queues:     append([]int(nil), p.cfg.Queues...),
-		RxQueues:   p.rxQueues,
-		ZeroCopy:   len(p.queues) > 0 && p.queues[0].zc,
-		NeedWakeup: len(p.queues) > 0 && p.queues[0].wakeup,
-		UDPPort:    p.cfg.UDPPort,
+		Interface:   p.cfg.Interface,
+		Ifindex:     p.ifindex,
+		Driver:      p.driver,
+		Queues:      append([]int(nil), p.cfg.Queues...),
+		RxQueues:    p.rxQueues,
+		ZeroCopy:    len(p.queues) > 0 && p.queues[0].zc,
+		NeedWakeup:  len(p.queues) > 0 && p.queues[0].wakeup,
+		MultiBuffer: len(p.queues) > 0 && p.queues[0].sg,
+		UDPPort:     p.cfg.UDPPort,
 	}
 	if len(p.queues) > 0 {
 		in.TxSkbBudget = p.queues[0].txBudget

@@ -110,7 +110,7 @@ type steering struct {
 	users atomic.Int32 // ports sharing it (OpenEach); the last to close closes it
 }
 
-func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, all bool, mode AttachMode) (*steering, error) {
+func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, all, frags bool, mode AttachMode) (*steering, error) {
 	xsks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name:       "ndp_xsks",
 		Type:       ebpf.XSKMap,
@@ -130,12 +130,18 @@ func loadSteering(iface string, ifindex int, maxQueue int, udpPort uint16, all b
 			}
 		}
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+	spec := &ebpf.ProgramSpec{
 		Name:         "ndp_steer",
 		Type:         ebpf.XDP,
 		Instructions: insns,
 		License:      "Dual BSD/GPL",
-	})
+	}
+	if frags {
+		// The program reads only the headers, which are in the first
+		// buffer (data..data_end) of a multi-buffer packet.
+		spec.Flags = unix.BPF_F_XDP_HAS_FRAGS
+	}
+	prog, err := ebpf.NewProgram(spec)
 	if err != nil {
 		xsks.Close()
 		return nil, bpfError("load XDP program", iface, err)

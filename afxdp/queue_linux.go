@@ -27,6 +27,7 @@ type Queue struct {
 	mmaps  [4][]byte
 	wakeup bool // bound with XDP_USE_NEED_WAKEUP
 	zc     bool // bound in zero-copy mode
+	sg     bool // bound with XDP_USE_SG: packets are descriptor chains
 
 	txBudget      int // XDP_MAX_TX_SKB_BUDGET the kernel accepted (0: kernel default)
 	waiter        *waiter
@@ -44,7 +45,8 @@ type queueSetup struct {
 	bind         BindMode
 	needWakeup   bool
 	txBudget     int
-	sharedFD     int // -1: this socket registers the UMEM
+	sg           bool // XDP_USE_SG (Config.MultiBuffer)
+	sharedFD     int  // -1: this socket registers the UMEM
 	bindDeadline time.Time
 }
 
@@ -147,6 +149,9 @@ func newQueue(u *UMEM, s queueSetup) (*Queue, error) {
 		if s.needWakeup {
 			sa.Flags |= unix.XDP_USE_NEED_WAKEUP
 		}
+		if s.sg {
+			sa.Flags |= unix.XDP_USE_SG
+		}
 	}
 	for {
 		err = unix.Bind(fd, sa)
@@ -170,7 +175,7 @@ func newQueue(u *UMEM, s queueSetup) (*Queue, error) {
 				se.Hint = "the driver has no AF_XDP zero-copy support; use BindAuto or BindCopy"
 			}
 		case errors.Is(err, unix.EINVAL):
-			se.Hint = "queue id beyond the interface's queues, or a bind flag this kernel lacks"
+			se.Hint = "queue id beyond the interface's queues, or a bind flag this kernel lacks (XDP_USE_SG: Linux 6.6+)"
 		case errors.Is(err, unix.EPERM):
 			se.Sentinel = ErrPermission
 		}
@@ -179,6 +184,7 @@ func newQueue(u *UMEM, s queueSetup) (*Queue, error) {
 	// Shared sockets inherit need_wakeup from the first socket's bind;
 	// Open passes the inherited value in s.needWakeup.
 	q.wakeup = s.needWakeup
+	q.sg = s.sg
 	var opts int
 	if v, err := unix.GetsockoptInt(fd, unix.SOL_XDP, unix.XDP_OPTIONS); err == nil {
 		opts = v
@@ -255,6 +261,16 @@ func (q *Queue) Receive(descs []Desc) int {
 	}
 	led := q.umem.ledger
 	cons := q.rx.cachedCons
+	if q.sg {
+		// Whole packets only: leave a chain's head on the ring until its
+		// last descriptor fits in descs too.
+		for n > 0 && q.rx.slots[(cons+n-1)&q.rx.mask].Options&unix.XDP_PKT_CONTD != 0 {
+			n--
+		}
+		if n == 0 {
+			return 0
+		}
+	}
 	for i := uint32(0); i < n; i++ {
 		d := q.rx.slots[(cons+i)&q.rx.mask]
 		descs[i] = d
@@ -286,14 +302,20 @@ func (q *Queue) Transmit(descs []Desc) (int, error) {
 	}
 	q.complete()
 	n := q.tx.prodFree(uint32(len(descs)))
+	if q.sg {
+		// Whole chains only: a packet the ring cannot take entirely waits.
+		for n > 0 && descs[n-1].Options&unix.XDP_PKT_CONTD != 0 {
+			n--
+		}
+	}
 	led := q.umem.ledger
 	prod := q.tx.cachedProd
 	var err error
-	var i uint32
+	var i, head uint32 // head: first descriptor of the packet being put
 	for ; i < n; i++ {
 		d := descs[i]
-		if !q.umem.validTx(d) {
-			err = fmt.Errorf("%w: transmit addr %#x len %d (frame size %d, UMEM %d bytes)", ErrBadDescriptor, d.Addr, d.Len, q.umem.frameSize, len(q.umem.mem))
+		if !q.umem.validTx(d) || (d.Options&unix.XDP_PKT_CONTD != 0 && (!q.sg || i-head+1 >= MaxFragments)) {
+			err = fmt.Errorf("%w: transmit addr %#x len %d options %#x (frame size %d, UMEM %d bytes, multi-buffer %v)", ErrBadDescriptor, d.Addr, d.Len, d.Options, q.umem.frameSize, len(q.umem.mem), q.sg)
 			q.ctr.txInvalid.Add(1)
 			break
 		}
@@ -303,6 +325,17 @@ func (q *Queue) Transmit(descs []Desc) (int, error) {
 			break
 		}
 		q.tx.slots[(prod+i)&q.tx.mask] = d
+		if d.Options&unix.XDP_PKT_CONTD == 0 {
+			head = i + 1
+		}
+	}
+	if err != nil && head < i {
+		// descs[i] was refused inside a chain: the chain's first
+		// descriptors go back to the caller, unsent.
+		for j := head; j < i; j++ {
+			_ = led.move("transmit undo", uint32(descs[j].Addr>>q.shift), OwnerTx, OwnerApp)
+		}
+		i = head
 	}
 	if i > 0 {
 		q.tx.prodSubmit(i)

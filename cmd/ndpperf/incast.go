@@ -76,7 +76,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	size := byteSize(64 << 10)
 	fs.Var(&size, "size", "response bytes per server (e.g. 65536, 64KiB, 1MB; at most 64MiB)")
 	rounds := fs.Int("rounds", 20, "measured rounds per transport (one unmeasured round first)")
-	mtu := fs.Int("mtu", 0, "MTU of every veth, 1280..9000 (0: 1500); NDP uses 4 KB UMEM frames above 1778 and at most 3826 of it, kernel TCP all of it")
+	mtu := fs.Int("mtu", 0, "MTU of every veth, 1280..9000 (0: 1500); NDP uses 4 KB UMEM frames above 1778 and multi-buffer chains of them above 3826")
 	rate := bitRate(10e9)
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
 	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/incast-client.pcapng, DIR/incast-serverN.pcapng (64 MiB each at most)")

@@ -57,7 +57,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	fs := flag.NewFlagSet("throughput", flag.ContinueOnError)
 	size := byteSize(100e6)
 	fs.Var(&size, "size", "bytes to transfer per run (e.g. 100MB, 1GiB; at most 4GiB)")
-	mtu := fs.Int("mtu", 0, "MTU of both veth ends, 1280..9000 (0: 1500); NDP uses at most 3826 of it")
+	mtu := fs.Int("mtu", 0, "MTU of both veth ends, 1280..9000 (0: 1500); NDP packets use all of it (above 3826 as AF_XDP multi-buffer chains of 4 KB frames)")
 	rate := bitRate(10e9)
 	fs.Var(&rate, "rate", "NDP receiver's pull pacer rate (bits/s): a cap on NDP's throughput")
 	runs := fs.Int("runs", 3, "runs per transport, taking turns")

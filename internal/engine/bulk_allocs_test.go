@@ -102,13 +102,20 @@ func TestBulkNoAllocsPerPacket(t *testing.T) {
 
 func checkBulkAllocs(t *testing.T, a, b *Stack, ipB [4]byte) {
 	t.Helper()
-	mallocs, pkts := bulkAllocs(t, a, b, ipB, 8<<20)
+	checkBulkAllocsSize(t, a, b, ipB, 8<<20, 5000)
+}
+
+// checkBulkAllocsSize is checkBulkAllocs over size bytes, which must take
+// at least minPkts DATA packets.
+func checkBulkAllocsSize(t *testing.T, a, b *Stack, ipB [4]byte, size int, minPkts uint64) {
+	t.Helper()
+	mallocs, pkts := bulkAllocs(t, a, b, ipB, size)
 	t.Logf("%d allocations over %d DATA packets", mallocs, pkts)
 	per := uint64(1000)
 	if raceEnabled {
 		per = 100 // the race runtime's own allocations
 	}
-	if pkts < 5000 || mallocs*per > pkts {
+	if pkts < minPkts || mallocs*per > pkts {
 		t.Errorf("%d allocations over %d DATA packets, want fewer than one per %d", mallocs, pkts, per)
 	}
 }

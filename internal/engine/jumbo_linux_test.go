@@ -11,23 +11,31 @@ import (
 )
 
 // An interface MTU above what a 2 KB UMEM frame holds gets 4 KB frames and
-// packets as large as the interface allows, up to the 4 KB frame (MTU
-// 3826): fewer packets per byte. Data crosses intact at each size.
+// packets as large as the interface allows: up to the 4 KB frame (MTU
+// 3826) in one frame, above it as multi-buffer chains of frames (MTU 9000:
+// 9014-byte frames over three), or capped at one frame with SingleBuffer.
+// Fewer packets per byte; data crosses intact at each size.
 func TestXDPJumboMTU(t *testing.T) {
-	for _, tc := range []struct{ ifMTU, wantMTU int }{
-		{1500, 1500},
-		{3800, 3800},
-		{9000, 4096 - xdpHeadroom - 14}, // capped by the frame
+	for _, tc := range []struct {
+		ifMTU, wantMTU int
+		single         bool
+		batch          int // Config.Batch; 1: a receive batch smaller than a chain
+	}{
+		{1500, 1500, false, 0},
+		{3800, 3800, false, 0},
+		{9000, 9000, false, 0},
+		{9000, 9000, false, 1},
+		{9000, 4096 - xdpHeadroom - 14, true, 0}, // capped by the frame
 	} {
-		t.Run(fmt.Sprint(tc.ifMTU), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/single=%v/batch=%d", tc.ifMTU, tc.single, tc.batch), func(t *testing.T) {
 			tb := testbed.NewT(t)
 			p, err := tb.NewPair(testbed.VethConfig{MTU: tc.ifMTU})
 			if err != nil {
 				t.Fatal(err)
 			}
-			mode := func(c *Config) { c.Mode = PollAdaptive }
-			a := openXDPStack(t, p.A, p.Veth.A, mode, 1)
-			b := openXDPStack(t, p.B, p.Veth.B, mode, 2)
+			mode := func(c *Config) { c.Mode, c.Batch = PollAdaptive, tc.batch }
+			a := openXDPStackLink(t, p.A, XDPConfig{Interface: p.Veth.A.Name, SingleBuffer: tc.single}, p.Veth.A, mode, 1)
+			b := openXDPStackLink(t, p.B, XDPConfig{Interface: p.Veth.B.Name, SingleBuffer: tc.single}, p.Veth.B, mode, 2)
 			if got := a.Config().Endpoint.MTU; got != tc.wantMTU {
 				t.Fatalf("stack MTU %d, want %d", got, tc.wantMTU)
 			}
@@ -75,4 +83,21 @@ func TestXDPJumboMTU(t *testing.T) {
 			t.Logf("interface MTU %d: stack MTU %d, %d DATA packets, %d retransmitted", tc.ifMTU, tc.wantMTU, st.DataOut, st.Retransmits)
 		})
 	}
+}
+
+// A bulk transfer over multi-buffer links (MTU 9000: each DATA frame a
+// chain of three UMEM frames, joined on receive, split on transmit)
+// allocates nothing per packet at either end.
+func TestXDPJumboBulkNoAllocsPerPacket(t *testing.T) {
+	tb := testbed.NewT(t)
+	p, err := tb.NewPair(testbed.VethConfig{MTU: 9000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := openXDPStack(t, p.A, p.Veth.A, nil, 1)
+	b := openXDPStack(t, p.B, p.Veth.B, nil, 2)
+	if got := a.Config().Endpoint.MTU; got != 9000 {
+		t.Fatalf("stack MTU %d, want 9000", got)
+	}
+	checkBulkAllocsSize(t, a, b, p.Veth.B.Addr.Addr().As4(), 16<<20, 1500)
 }

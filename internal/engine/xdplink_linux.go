@@ -35,8 +35,17 @@ type XDPConfig struct {
 	// the interface MTU: 2048 while a full-MTU frame fits (MTU up to 1778),
 	// else 4096, which carries frames up to 3840 bytes (MTU 3826; the
 	// kernel's AF_XDP frames are at most a page, and the XDP headroom
-	// takes 256 bytes). The stack's MTU is the interface's, capped there.
+	// takes 256 bytes). Above that the link is multi-buffer (AF_XDP
+	// XDP_USE_SG, afxdp.Config.MultiBuffer): a frame crosses as a chain
+	// of UMEM frames and the stack's MTU is the interface's (up to 9000,
+	// the interface's limit on veth).
 	FrameSize int
+	// SingleBuffer keeps one UMEM frame per packet when the interface MTU
+	// needs more: the stack's MTU is then capped at what one frame holds
+	// (3826). The zero value uses multi-buffer where the MTU needs it and
+	// falls back to this when the kernel refuses it (before Linux 6.6),
+	// logging why.
+	SingleBuffer bool
 	// RuntimeWait makes Wait park the goroutine in the Go runtime's
 	// netpoller (as a kernel socket's Read does) instead of blocking its
 	// thread in ppoll. A thread blocked in ppoll keeps its P until the
@@ -80,9 +89,18 @@ type XDPLink struct {
 	tx       []afxdp.Desc // descriptors of the last AllocTx
 	ntxAlloc int
 	spare    []afxdp.Desc // allocated, unused transmit frames
-	efd      int          // ppoll: the eventfd Wake writes
-	pfd      [2]unix.PollFd
-	eb       [8]byte
+	// Multi-buffer (xdplink_chain_linux.go): txChain > 0. A received
+	// packet spans up to rxChain descriptors; a transmit buffer is a
+	// build buffer backed by txChain UMEM frames (l.tx, txChain per
+	// buffer) that Transmit copies it into.
+	rxChain, txChain int
+	nheld            int      // whole packets received beyond the last Receive's frames, at l.rx[nrx:]
+	rxBuf            [][]byte // where chains are joined, one per frame of a Receive
+	txBuf            [][]byte // build buffers, one per handed-out transmit buffer
+	txOut            []afxdp.Desc
+	efd              int // ppoll: the eventfd Wake writes
+	pfd              [2]unix.PollFd
+	eb               [8]byte
 	// RuntimeWait: xsk is a duplicate of the XSK fd registered with the Go
 	// runtime's netpoller (edge-triggered epoll); Wait parks on it. woken
 	// is Wake's flag; Wake also moves xsk's read deadline to the past,
@@ -126,11 +144,21 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 			frameSize = 4096
 		}
 	}
-	ports, err := afxdp.OpenEach(afxdp.Config{
+	ac := afxdp.Config{
 		Interface: cfg.Interface, Queues: queues, UDPPort: cfg.UDPPort,
 		Bind: cfg.Bind, Attach: cfg.Attach, RingSize: cfg.RingSize, Logger: cfg.Logger,
-		FrameSize: frameSize,
-	})
+		FrameSize:   frameSize,
+		MultiBuffer: !cfg.SingleBuffer && ifc.MTU+14 > frameSize-xdpHeadroom,
+	}
+	ports, err := afxdp.OpenEach(ac)
+	if err != nil && ac.MultiBuffer {
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("engine: AF_XDP multi-buffer refused; one frame per packet, MTU capped",
+				zap.String("iface", cfg.Interface), zap.Int("mtu", ifc.MTU), zap.Error(err))
+		}
+		ac.MultiBuffer = false
+		ports, err = afxdp.OpenEach(ac)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,15 +186,22 @@ func newXDPLink(p *afxdp.Port, ifc *net.Interface, cfg XDPConfig) (*XDPLink, err
 	if ringSize == 0 {
 		ringSize = afxdp.DefaultRingSize
 	}
+	u := p.UMEM()
 	l := &XDPLink{
-		port: p, q: p.Queues()[0], umem: p.UMEM(),
+		port: p, q: p.Queues()[0], umem: u,
 		mac: [6]byte(ifc.HardwareAddr), ifindex: ifc.Index, name: ifc.Name,
-		frameCap: min(ifc.MTU+14, p.UMEM().FrameSize()-xdpHeadroom-p.UMEM().Headroom()),
+		frameCap: min(ifc.MTU+14, u.FrameSize()-xdpHeadroom-u.Headroom()),
 		ringSize: ringSize,
 		efd:      -1,
 		rx:       make([]afxdp.Desc, 1024),
 		tx:       make([]afxdp.Desc, 1024),
 		spare:    make([]afxdp.Desc, 0, 1024),
+	}
+	if p.Info().MultiBuffer {
+		l.frameCap = ifc.MTU + 14
+		l.rxChain = (l.frameCap + u.FrameSize() - xdpHeadroom - u.Headroom() - 1) / (u.FrameSize() - xdpHeadroom - u.Headroom())
+		l.txChain = (l.frameCap + u.FrameSize() - u.Headroom() - 1) / (u.FrameSize() - u.Headroom())
+		l.txOut = make([]afxdp.Desc, 0, len(l.tx))
 	}
 	var err error
 	if cfg.RuntimeWait {
@@ -199,6 +234,9 @@ func (l *XDPLink) Port() *afxdp.Port { return l.port }
 
 // Receive implements Link.
 func (l *XDPLink) Receive(frames [][]byte) int {
+	if l.txChain > 0 {
+		return l.receiveChains(frames)
+	}
 	n := l.q.Receive(l.rx[:min(len(frames), len(l.rx))])
 	for i := 0; i < n; i++ {
 		frames[i] = l.umem.Bytes(l.rx[i])
@@ -209,6 +247,10 @@ func (l *XDPLink) Receive(frames [][]byte) int {
 
 // ReleaseReceived implements Link.
 func (l *XDPLink) ReleaseReceived() {
+	if l.txChain > 0 {
+		l.releaseChains()
+		return
+	}
 	if l.nrx > 0 {
 		l.umem.Release(l.rx[:l.nrx])
 		l.nrx = 0
@@ -221,6 +263,9 @@ func (l *XDPLink) ReleaseReceived() {
 func (l *XDPLink) AllocTx(bufs [][]byte) int {
 	if l.ntxAlloc == 0 && l.q.TxOutstanding() > 0 {
 		l.q.Complete()
+	}
+	if l.txChain > 0 {
+		return l.allocChains(bufs)
 	}
 	base := l.ntxAlloc
 	want := min(len(bufs), len(l.tx)-base, l.ringSize-l.q.TxOutstanding()-base)
@@ -244,10 +289,19 @@ func (l *XDPLink) AllocTx(bufs [][]byte) int {
 }
 
 // SwapTx implements Link.
-func (l *XDPLink) SwapTx(i, j int) { l.tx[i], l.tx[j] = l.tx[j], l.tx[i] }
+func (l *XDPLink) SwapTx(i, j int) {
+	if l.txChain > 0 {
+		l.swapChains(i, j)
+		return
+	}
+	l.tx[i], l.tx[j] = l.tx[j], l.tx[i]
+}
 
 // Transmit implements Link.
 func (l *XDPLink) Transmit(frames [][]byte) error {
+	if l.txChain > 0 {
+		return l.transmitChains(frames)
+	}
 	m := len(frames)
 	for i := 0; i < m; i++ {
 		l.tx[i].Len = uint32(len(frames[i]))
