@@ -68,6 +68,7 @@ type incastOpts struct {
 	fabric      string
 	link        int64
 	personality string
+	hostQueue   int // --fabric switch: host NIC queue in frames (0: no NIC links)
 }
 
 func parseIncastFlags(args []string) (incastOpts, error) {
@@ -84,6 +85,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	fab := fs.String("fabric", "bridge", "what joins the hosts: bridge (Linux bridge, no queue to speak of) or switch (ndpswitch: NDP trimming queues and a drop-tail queue at --link per port)")
 	link := bitRate(10e9)
 	fs.Var(&link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
+	hostQ := fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	personality := fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
 	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
 	spin := fs.String("spin", "auto", "how long a waiting NDP call or idle stack polls before it sleeps: a duration, never (sleep at once, parked in the Go runtime like a kernel socket's goroutine), or auto: never while the process runs more stacks than CPUs, else the stack's default")
@@ -108,7 +110,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 		o.spin, o.spinFixed = d, true
 	}
 	if *fab == "switch" {
-		o.fabric, o.link, o.personality = *fab, int64(link), *personality
+		o.fabric, o.link, o.personality, o.hostQueue = *fab, int64(link), *personality, *hostQ
 		rateSet := false
 		fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
 		if !rateSet {

@@ -24,7 +24,7 @@ type incastHost struct {
 func incastHosts(tb *testbed.Testbed, o incastOpts) ([]incastHost, *softswitch.Switch, error) {
 	hosts := make([]incastHost, o.servers+1)
 	if o.fabric == "switch" {
-		cfg := softswitch.Config{Rate: o.link}
+		cfg := softswitch.Config{Rate: o.link, HostQueue: o.hostQueue}
 		if o.personality == "commodity" {
 			cfg.Personality = softswitch.TrimCommodity
 		}
