@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,9 @@ import (
 
 func init() {
 	runDaemonRPC = newDaemonRPC
+	startNdpds = func(pair *testbed.Pair, cpus [2]string, queues int, rate int64) (daemons, error) {
+		return startNdpdPair(pair, ndpdPairOpts{cpus: cpus, spin: "0", queues: queues, rate: rate})
+	}
 	register(&subcommand{
 		name:    "ndpd-child",
 		summary: "(internal) one ndpd core on an interface, for rpc --mode daemon; SIGTERM stops it",
@@ -44,19 +48,30 @@ func init() {
 	})
 }
 
-// runNdpdChild runs one daemon core in the calling process's namespace
-// until SIGTERM. It prints "ready" once the control socket accepts.
+// runNdpdChild runs the daemon cores of one ndpd (one per queue, queues
+// 0..n-1) in the calling process's namespace until SIGTERM. It prints
+// "ready" once the control socket accepts.
 func runNdpdChild(args []string) error {
 	fs := flag.NewFlagSet("ndpd-child", flag.ContinueOnError)
 	ifname := fs.String("interface", "", "interface (in this namespace)")
 	sock := fs.String("socket", "", "control socket path")
 	spin := fs.Duration("spin", 0, "core spin before sleeping (0 = daemon default)")
-	cpu := fs.Int("cpu", -1, "pin the core loop to this CPU (-1: no pinning), as ndpd's pacer_cpu does")
+	cpus := fs.String("cpu", "-1", "CPU of each queue's core loop, comma-separated (-1: no pinning), as ndpd's core_cpus")
+	queues := fs.Int("queues", 1, "serve queues 0..n-1, one core loop each")
+	rate := fs.Int64("rate", 10e9, "pull pacer rate, bits/s")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *ifname == "" || *sock == "" {
-		return errors.New("-interface and -socket are required")
+	if *ifname == "" || *sock == "" || *queues < 1 {
+		return errors.New("-interface and -socket are required, -queues at least 1")
+	}
+	var coreCPUs []int
+	for _, f := range strings.Split(*cpus, ",") {
+		cpu, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-cpu %q: %w", *cpus, err)
+		}
+		coreCPUs = append(coreCPUs, cpu)
 	}
 	ifi, err := net.InterfaceByName(*ifname)
 	if err != nil {
@@ -74,28 +89,36 @@ func runNdpdChild(args []string) error {
 	if !addr.IsValid() {
 		return fmt.Errorf("%s has no IPv4 address", *ifname)
 	}
-	st, tr, err := daemon.OpenXDPStack(engine.XDPConfig{Interface: *ifname},
-		engine.Config{Endpoint: ndp.Config{LocalIP: addr.As4()}, LinkRate: 10e9}, daemon.EngineTransportConfig{})
+	qs := make([]int, *queues)
+	for i := range qs {
+		qs[i] = i
+	}
+	sts, trs, err := daemon.OpenXDPStacks(engine.XDPConfig{Interface: *ifname}, qs,
+		engine.Config{Endpoint: ndp.Config{LocalIP: addr.As4()}, LinkRate: *rate}, daemon.EngineTransportConfig{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	core, err := daemon.NewCore(daemon.Config{SpinFor: *spin, LocalAddr: addr, DrainTimeout: time.Second}, tr)
-	if err != nil {
-		return err
+	defer func() {
+		for _, st := range sts {
+			st.Close()
+		}
+	}()
+	cores := make([]*daemon.Core, len(trs))
+	for i, tr := range trs {
+		if cores[i], err = daemon.NewCore(daemon.Config{SpinFor: *spin, LocalAddr: addr, DrainTimeout: time.Second, Queue: i}, tr); err != nil {
+			return err
+		}
 	}
-	srv, err := daemon.Listen(daemon.ServerConfig{Path: *sock}, core)
+	place := daemon.PlaceByPeer
+	if *queues > 1 {
+		place = daemon.PlaceSpread // veth: the children run on the testbed's veth pair
+	}
+	srv, err := daemon.Listen(daemon.ServerConfig{Path: *sock, Placement: place}, cores...)
 	if err != nil {
 		return err
 	}
 	runErr := make(chan error, 1)
-	go func() {
-		if err := lockAndPin(*cpu); err != nil {
-			runErr <- err
-			return
-		}
-		runErr <- core.Run()
-	}()
+	go func() { runErr <- daemon.RunCores(cores, daemon.RunConfig{CPUs: coreCPUs}) }()
 	go srv.Serve()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -103,7 +126,9 @@ func runNdpdChild(args []string) error {
 	select {
 	case <-sigs:
 		srv.StopAccepting()
-		core.Drain()
+		for _, c := range cores {
+			c.Drain()
+		}
 		err = <-runErr
 	case err = <-runErr:
 	}
@@ -111,15 +136,25 @@ func runNdpdChild(args []string) error {
 	return err
 }
 
-// daemonRPC is ndpRPC with attached stacks and the two ndpd children.
-type daemonRPC struct {
-	*ndpRPC
+// ndpdPair is the two ndpd children of a daemon-mode benchmark: one in
+// each namespace of a pair, this binary re-executed as `ndpperf
+// ndpd-child` (ip netns exec), each with a control socket in a temporary
+// directory. They are separate processes, as in a deployment.
+type ndpdPair struct {
 	children []*exec.Cmd
 	dir      string
-	cores    string // "dedicated" or "shared"
+	socks    [2]string // A's, B's
 }
 
-func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
+// ndpdPairOpts configures both children.
+type ndpdPairOpts struct {
+	cpus   [2]string // each side's -cpu: its core loops' CPUs
+	spin   string    // -spin of both
+	queues int       // queues 0..queues-1 each (the veth must have them)
+	rate   int64     // pull pacer rate, bits/s (0: 10G)
+}
+
+func startNdpdPair(pair *testbed.Pair, o ndpdPairOpts) (*ndpdPair, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -128,14 +163,70 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 	if err != nil {
 		return nil, err
 	}
+	d := &ndpdPair{dir: dir, socks: [2]string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}}
+	if o.rate == 0 {
+		o.rate = 10e9
+	}
+	for i, side := range []struct {
+		ns     *testbed.Namespace
+		ifname string
+	}{{pair.A, pair.Veth.A.Name}, {pair.B, pair.Veth.B.Name}} {
+		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", d.socks[i],
+			"-cpu", o.cpus[i], "-spin", o.spin, "-queues", strconv.Itoa(max(o.queues, 1)), "-rate", strconv.FormatInt(o.rate, 10))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			d.close()
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			d.close()
+			return nil, err
+		}
+		d.children = append(d.children, cmd)
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		if strings.TrimSpace(line) != "ready" {
+			d.close()
+			return nil, fmt.Errorf("ndpd child in %s did not start (%q)", side.ns.Name, line)
+		}
+	}
+	return d, nil
+}
+
+func (d *ndpdPair) sock(side int) string { return d.socks[side] }
+
+// close stops both children (SIGTERM: they drain; SIGKILL after 10 s) and
+// removes the directory.
+func (d *ndpdPair) close() {
+	for _, c := range d.children {
+		c.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			c.Process.Kill()
+			<-done
+		}
+	}
+	os.RemoveAll(d.dir)
+}
+
+// daemonRPC is ndpRPC with attached stacks and the two ndpd children.
+type daemonRPC struct {
+	*ndpRPC
+	daemons *ndpdPair
+	cores   string // "dedicated" or "shared"
+}
+
+func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 	v := pair.Veth
-	d := &daemonRPC{dir: dir, ndpRPC: &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
+	d := &daemonRPC{ndpRPC: &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
 		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size)}}
 	fail := func(err error) (ppEnd, error) {
 		d.close()
 		return nil, err
 	}
-	socks := []string{filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")}
 	// Shared cores: each ndpd's core loop runs on its application's CPU
 	// (ndpd's pacer_cpu), so an app and its daemon hand work over on one CPU
 	// (a few µs) instead of waking a thread on the other one (25-33 µs on a
@@ -143,37 +234,21 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 	// Dedicated cores: the core loops get CPUs 2 and 3 and never sleep, and
 	// the applications (on CPUs 0 and 1) busy-poll their rings.
 	cpuClient, cpuEcho := cpuPair()
-	coreCPUs := [2]int{cpuClient, cpuEcho}
-	coreSpin, app := "0", sockapi.AttachConfig{}
+	po := ndpdPairOpts{cpus: [2]string{strconv.Itoa(cpuClient), strconv.Itoa(cpuEcho)}, spin: "0"}
+	app := sockapi.AttachConfig{}
 	if o.cores == "dedicated" {
-		coreCPUs = [2]int{2, 3}
-		coreSpin, app = daemon.SpinForever.String(), sockapi.AttachConfig{PollMode: sockapi.PollBusy}
+		po.cpus = [2]string{"2", "3"}
+		po.spin, app = daemon.SpinForever.String(), sockapi.AttachConfig{PollMode: sockapi.PollBusy}
 	}
 	d.cores = o.cores
-	for i, side := range []struct {
-		ns     *testbed.Namespace
-		ifname string
-	}{{pair.A, v.A.Name}, {pair.B, v.B.Name}} {
-		cmd := side.ns.Command(exe, "ndpd-child", "-interface", side.ifname, "-socket", socks[i],
-			"-cpu", fmt.Sprint(coreCPUs[i]), "-spin", coreSpin)
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return fail(err)
-		}
-		if err := cmd.Start(); err != nil {
-			return fail(err)
-		}
-		d.children = append(d.children, cmd)
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if strings.TrimSpace(line) != "ready" {
-			return fail(fmt.Errorf("ndpd child in %s did not start (%q)", side.ns.Name, line))
-		}
-	}
-	if d.client, err = sockapi.AttachWith(socks[0], app); err != nil {
+	var err error
+	if d.daemons, err = startNdpdPair(pair, po); err != nil {
 		return fail(err)
 	}
-	if d.server, err = sockapi.AttachWith(socks[1], app); err != nil {
+	if d.client, err = sockapi.AttachWith(d.daemons.socks[0], app); err != nil {
+		return fail(err)
+	}
+	if d.server, err = sockapi.AttachWith(d.daemons.socks[1], app); err != nil {
 		return fail(err)
 	}
 	if d.l, err = d.server.Listen(rpcNDPPort); err != nil {
@@ -199,16 +274,7 @@ func (d *daemonRPC) close() {
 	if d.server != nil {
 		d.server.Close()
 	}
-	for _, c := range d.children {
-		c.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { c.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			c.Process.Kill()
-			<-done
-		}
+	if d.daemons != nil {
+		d.daemons.close()
 	}
-	os.RemoveAll(d.dir)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/sim"
@@ -33,6 +34,11 @@ import (
 // before the TCP run, so kernel TCP runs without an XDP program on the
 // veth (an attached one would cost TCP its GSO/GRO batching).
 //
+// With --mode daemon a third transport takes its turn: the same transfer
+// between two applications attached to two ndpd processes (one per
+// namespace, started fresh for each of its runs), every byte crossing the
+// shared-memory rings at both ends.
+//
 // Not root: the same transfer runs on the simulator and says so.
 
 func init() {
@@ -49,6 +55,7 @@ type throughputOpts struct {
 	rate int64
 	runs int
 	poll string
+	mode string // "embedded" (ndp embedded, tcp) or "daemon" (ndp through ndpd too)
 	json bool
 	prof profileFlags
 }
@@ -62,6 +69,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	fs.Var(&rate, "rate", "NDP receiver's pull pacer rate (bits/s): a cap on NDP's throughput")
 	runs := fs.Int("runs", 3, "runs per transport, taking turns")
 	poll := fs.String("poll", "adaptive", "NDP waiting: adaptive (spin, then sleep) or busy (spin until done)")
+	mode := fs.String("mode", "embedded", "embedded (ndp embedded stacks vs kernel TCP) or daemon (also ndp through two ndpd processes, in the same run)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
 	prof.register(fs)
@@ -71,7 +79,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	if fs.NArg() > 0 {
 		return throughputOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, json: *asJSON, prof: prof}
+	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, mode: *mode, json: *asJSON, prof: prof}
 	return o, o.validate()
 }
 
@@ -87,6 +95,8 @@ func (o throughputOpts) validate() error {
 		return fmt.Errorf("--runs %d: want 1..100", o.runs)
 	case o.poll != "adaptive" && o.poll != "busy":
 		return fmt.Errorf("--poll %q: want adaptive or busy", o.poll)
+	case o.mode != "" && o.mode != "embedded" && o.mode != "daemon":
+		return fmt.Errorf("--mode %q: want embedded or daemon", o.mode)
 	}
 	return nil
 }
@@ -118,6 +128,9 @@ type throughputOutput struct {
 	Summary []throughputSummary `json:"summary"`
 	// NDPOverTCP is the ratio of the median rates.
 	NDPOverTCP float64 `json:"ndp_over_tcp,omitempty"`
+	// DaemonOverEmbedded (--mode daemon) is the ratio of the median rates
+	// of NDP through ndpd and embedded NDP.
+	DaemonOverEmbedded float64 `json:"daemon_over_embedded,omitempty"`
 	// NDPOverPullRate is NDP's median goodput over the receiver's
 	// configured pull rate (RateBps): 1 means every pull slot carried a
 	// full payload's worth of the transfer.
@@ -159,6 +172,9 @@ func printThroughput(out throughputOutput, asJSON bool) error {
 	}
 	if out.NDPOverTCP > 0 {
 		fmt.Printf("ndp / tcp median: %.2f\n", out.NDPOverTCP)
+	}
+	if out.DaemonOverEmbedded > 0 {
+		fmt.Printf("ndp-daemon / ndp median: %.2f\n", out.DaemonOverEmbedded)
 	}
 	if out.NDPOverPullRate > 0 {
 		fmt.Printf("ndp median / pull rate: %.2f\n", out.NDPOverPullRate)
@@ -234,6 +250,9 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	}
 	out.Setup = fmt.Sprintf("two namespaces joined by one veth pair, MTU %d; NDP embedded stacks (%s polling, pull pacer %s b/s), kernel TCP on the same pair without XDP; receiver hashes, time from dial to the receiver's EOF",
 		out.MTU, o.poll, formatRate(float64(o.rate)))
+	if o.mode == "daemon" {
+		out.Setup += "; ndp-daemon: the same transfer between applications attached to two ndpd processes (one per namespace, started for each run, each core loop pinned to its own CPU, adaptive), sockapi.Attach defaults"
+	}
 	payload, sum := throughputPayload(o.size)
 	tb, err := testbed.New()
 	if err != nil {
@@ -255,19 +274,35 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 			return out, fmt.Errorf("ndp run %d: %w", r, err)
 		}
 		nr.Run = r
+		out.Runs = append(out.Runs, nr)
+		if o.mode == "daemon" {
+			dr, err := throughputDaemon(pair, o, payload, sum)
+			if err != nil {
+				return out, fmt.Errorf("ndp-daemon run %d: %w", r, err)
+			}
+			dr.Run = r
+			out.Runs = append(out.Runs, dr)
+		}
 		tr, err := throughputTCP(pair, o, payload, sum)
 		if err != nil {
 			return out, fmt.Errorf("tcp run %d: %w", r, err)
 		}
 		tr.Run = r
-		out.Runs = append(out.Runs, nr, tr)
+		out.Runs = append(out.Runs, tr)
 	}
 	if err := stopProf(); err != nil {
 		return out, err
 	}
 	out.Summary = summarizeThroughput(out.Runs)
-	if len(out.Summary) == 2 && out.Summary[1].MedianMbps > 0 {
-		out.NDPOverTCP = out.Summary[0].MedianMbps / out.Summary[1].MedianMbps
+	median := map[string]float64{}
+	for _, s := range out.Summary {
+		median[s.Transport] = s.MedianMbps
+	}
+	if median["tcp"] > 0 {
+		out.NDPOverTCP = median["ndp"] / median["tcp"]
+	}
+	if median["ndp"] > 0 && median["ndp-daemon"] > 0 {
+		out.DaemonOverEmbedded = median["ndp-daemon"] / median["ndp"]
 	}
 	if len(out.Summary) > 0 {
 		out.NDPOverPullRate = out.Summary[0].MedianMbps * 1e6 / float64(o.rate)
@@ -329,6 +364,38 @@ func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 	if rcv, err = openStack(pair.B, pair.Veth.B.Name, cfg); err != nil {
 		return throughputRun{}, err
 	}
+	return transferNDP("ndp", snd, rcv, pair, o, payload, sum)
+}
+
+// throughputDaemon is throughputNDP through two ndpd processes: their core
+// loops pinned to CPUs 0 and 1 (as rpc --mode daemon --cores shared does),
+// the sending and receiving applications attached with sockapi's defaults.
+func throughputDaemon(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
+	if startNdpds == nil {
+		return throughputRun{}, errors.New("--mode daemon needs Linux")
+	}
+	c0, c1 := cpuPair()
+	d, err := startNdpds(pair, [2]string{strconv.Itoa(c0), strconv.Itoa(c1)}, 1, o.rate)
+	if err != nil {
+		return throughputRun{}, err
+	}
+	defer d.close()
+	snd, err := sockapi.Attach(d.sock(0))
+	if err != nil {
+		return throughputRun{}, err
+	}
+	defer snd.Close()
+	rcv, err := sockapi.Attach(d.sock(1))
+	if err != nil {
+		return throughputRun{}, err
+	}
+	defer rcv.Close()
+	return transferNDP("ndp-daemon", snd, rcv, pair, o, payload, sum)
+}
+
+// transferNDP moves payload from snd (in A) to rcv (in B) and reports the
+// run as transport name, with both stacks' counters.
+func transferNDP(name string, snd, rcv *sockapi.Stack, pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
 	l, err := rcv.Listen(9)
 	if err != nil {
 		return throughputRun{}, err
@@ -360,7 +427,7 @@ func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 	if err := c.CloseWrite(); err != nil {
 		return throughputRun{}, err
 	}
-	r, err := finishRun("ndp", start, <-got, o.size, sum)
+	r, err := finishRun(name, start, <-got, o.size, sum)
 	if err != nil {
 		return r, err
 	}
@@ -373,6 +440,17 @@ func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 	r.Sender, r.Receiver = &sc, &rc
 	return r, nil
 }
+
+// daemons is a running pair of ndpd processes (ndpdPair on Linux).
+type daemons interface {
+	sock(side int) string
+	close()
+}
+
+// startNdpds starts an ndpd in each namespace of pair (Linux: ndpd-child
+// processes), each serving queues 0..queues-1 with its core loops on cpus
+// (a comma-separated list per side), pull pacer at rate bits/s.
+var startNdpds func(pair *testbed.Pair, cpus [2]string, queues int, rate int64) (daemons, error)
 
 func throughputTCP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
 	addr := pair.Veth.B.Addr.Addr().String() + ":9912"

@@ -139,6 +139,21 @@
 // CPUs this is one application wakeup per RPC and side instead of about
 // five (docs/latency.md, "Through ndpd").
 //
+// # Several queues
+//
+// A daemon serving n interface queues runs n Cores, each over its own
+// Transport (one engine Stack on one AF_XDP socket and UMEM), with its own
+// buffer area, pool and sessions, each Run on its own locked OS thread
+// (RunCores). One Server fronts them all: "ATTACH i" attaches the caller
+// to the i-th core, over a control connection of its own, so an
+// application attached to every queue (AttachQueues; sockapi does) holds n
+// independent Clients, and every ring above has one producer and one
+// consumer per queue as before. A connection lives on the queue its frames
+// arrive on: accepted ones where their first frame came in, dialed ones
+// where the Server's Placement puts them. RunCores makes the queues share
+// fate: a core loop that panics, exits or stalls stops every core, and the
+// caller closes the Server, so every application sees ErrDaemonGone.
+//
 // # Death and shutdown
 //
 // An application's death closes its control connection; the server calls
