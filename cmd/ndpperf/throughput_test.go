@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseThroughputFlags(t *testing.T) {
-	def := throughputOpts{size: 100e6, rate: 10e9, runs: 3, poll: "adaptive"}
+	def := throughputOpts{size: 100e6, rate: 10e9, runs: 3, poll: "adaptive", mode: "embedded"}
 	for _, tc := range []struct {
 		args    []string
 		want    throughputOpts
@@ -16,7 +16,9 @@ func TestParseThroughputFlags(t *testing.T) {
 	}{
 		{args: nil, want: def},
 		{args: []string{"--size", "1GiB", "--mtu", "3826", "--rate", "40G", "--runs", "5", "--poll", "busy", "--json"},
-			want: throughputOpts{size: 1 << 30, mtu: 3826, rate: 40e9, runs: 5, poll: "busy", json: true}},
+			want: throughputOpts{size: 1 << 30, mtu: 3826, rate: 40e9, runs: 5, poll: "busy", mode: "embedded", json: true}},
+		{args: []string{"--mode", "daemon"}, want: throughputOpts{size: 100e6, rate: 10e9, runs: 3, poll: "adaptive", mode: "daemon"}},
+		{args: []string{"--mode", "kernel"}, wantErr: "--mode"},
 		{args: []string{"--size", "0"}, wantErr: "bad size"},
 		{args: []string{"--size", "5GiB"}, wantErr: "--size"},
 		{args: []string{"--mtu", "100"}, wantErr: "--mtu"},
