@@ -74,12 +74,13 @@ func incastFrameBytes(size, mtu int) int {
 // over its ports, and the client's port's queue high-water marks.
 type switchCounters struct {
 	RxFrames   uint64 `json:"rx_frames"`
-	Trimmed    uint64 `json:"trimmed"`     // NDP data frames trimmed to headers
-	Bounced    uint64 `json:"bounced"`     // trimmed headers returned to sender
-	NDPDropped uint64 `json:"ndp_dropped"` // NDP frames dropped (header queue full)
-	OtherDrops uint64 `json:"tcp_drops"`   // non-NDP frames dropped by the drop-tail queues
-	OtherMarks uint64 `json:"ecn_marks"`   // non-NDP frames marked CE
-	TxDropped  uint64 `json:"tx_dropped"`  // departures a veth refused
+	Trimmed    uint64 `json:"trimmed"`             // NDP data frames trimmed to headers
+	Bounced    uint64 `json:"bounced"`             // trimmed headers returned to sender
+	NDPDropped uint64 `json:"ndp_dropped"`         // NDP frames dropped (header queue full)
+	OtherDrops uint64 `json:"tcp_drops"`           // non-NDP frames dropped by the drop-tail queues
+	OtherMarks uint64 `json:"ecn_marks"`           // non-NDP frames marked CE
+	TxDropped  uint64 `json:"tx_dropped"`          // departures a veth refused
+	NICDrops   uint64 `json:"nic_drops,omitempty"` // frames the hosts' NIC queues dropped (--host-queue)
 	NoBuffer   uint64 `json:"no_buffer"`
 	// The switch thread's CPU time and sleeps over the measured rounds.
 	CPUSeconds float64 `json:"cpu_seconds"`
@@ -95,6 +96,10 @@ func newSwitchCounters(d softswitch.Stats) *switchCounters {
 	c := &switchCounters{RxFrames: d.RxFrames, Trimmed: d.Trimmed, Bounced: d.Bounced, NDPDropped: d.NDPDropped, NoBuffer: d.NoBuffer,
 		CPUSeconds: d.CPUSeconds, Sleeps: d.Sleeps}
 	for _, p := range d.Ports {
+		if p.NIC {
+			c.NICDrops += p.OtherDrops
+			continue
+		}
 		c.OtherDrops += p.OtherDrops
 		c.OtherMarks += p.OtherMarks
 		c.TxDropped += p.TxDropped

@@ -34,6 +34,9 @@ type PortStats struct {
 	TxBytes       uint64 `json:"tx_bytes"`   //
 	TxDropped     uint64 `json:"tx_dropped"` // departures the veth refused (ring or pool full, link gone)
 	Down          bool   `json:"down"`       // the port's interface disappeared or reported an error
+	// NIC marks a host's emulated link into the switch (Config.HostQueue): every
+	// frame, NDP or not, passes its drop-tail queue (the Other counters).
+	NIC bool `json:"nic,omitempty"`
 }
 
 // Stats are the switch's counters.
@@ -565,7 +568,7 @@ func (c *core) stats(into *Stats) {
 	*into = c.st
 	for _, o := range c.ports {
 		if o.fifo {
-			ports = append(ports, PortStats{Name: o.name, OtherArrivals: o.st.OtherArrivals, OtherDrops: o.st.OtherDrops,
+			ports = append(ports, PortStats{Name: o.name, NIC: true, OtherArrivals: o.st.OtherArrivals, OtherDrops: o.st.OtherDrops,
 				OtherMaxDepth: o.st.OtherMaxDepth, TxFrames: o.st.TxFrames, TxBytes: o.st.TxBytes})
 			continue
 		}

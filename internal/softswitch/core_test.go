@@ -206,3 +206,39 @@ func TestCoreLeafSpine(t *testing.T) {
 		t.Fatalf("%d of %d buffers back", len(c.free), free)
 	}
 }
+
+// TestCoreHostQueue: with host NIC links a burst from one host enters the
+// switch at the link rate through a HostQueue-frame queue (the rest dropped
+// and counted on the NIC port), and the output port sends what arrived.
+func TestCoreHostQueue(t *testing.T) {
+	c := newTestCore(t, Config{Rate: 1e9, HostQueue: 4, Horizon: time.Nanosecond})
+	free := len(c.free)
+	c.ingress(1, ethFrame(1, 2, 100, 0), 0) // learn host 2 on port 1
+	c.carry(ndp.Time(time.Millisecond))
+	drain(c, 0, ndp.Time(time.Millisecond)) // the flooded copies
+	drain(c, 2, ndp.Time(time.Millisecond))
+	now := ndp.Time(time.Millisecond)
+	for i := 0; i < 6; i++ {
+		c.ingress(0, ethFrame(2, 1, 1250, 0), now) // 10 µs each at 1 Gb/s
+	}
+	nic := c.ports[c.nic[0]]
+	if nic.st.OtherDrops != 2 || !nic.fifo {
+		t.Fatalf("NIC queue: %+v", nic.st)
+	}
+	c.carry(now + 25_000) // two frames' transmissions have ended by 25 µs
+	if got := len(drain(c, 1, now+25_000)); got != 2 {
+		t.Fatalf("%d frames through the NIC link by 25 µs, want 2", got)
+	}
+	c.carry(now + ndp.Time(time.Millisecond))
+	if got := len(drain(c, 1, now+ndp.Time(time.Millisecond))); got != 2 {
+		t.Fatalf("%d more frames, want the other 2", got)
+	}
+	var st Stats
+	c.stats(&st)
+	if !st.Ports[c.nic[0]].NIC || st.Ports[c.nic[0]].OtherDrops != 2 {
+		t.Fatalf("NIC port stats %+v", st.Ports[c.nic[0]])
+	}
+	if len(c.free) != free {
+		t.Fatalf("%d of %d buffers back", len(c.free), free)
+	}
+}
