@@ -103,17 +103,25 @@ type attached struct {
 }
 
 // queueFor is the index of the queue a dial to ip goes through, as the
-// daemon asks (daemon.Placement): by peer address (every connection to one
-// peer on one queue, for a NIC's RSS hashing addresses only) or spread
-// round-robin (veth: a frame sent on TX queue k arrives on the peer's RX
-// queue k, and the peer answers on its queue k).
+// daemon asks (daemon.Placement): where the NIC's Toeplitz RSS, hashing
+// addresses only, delivers the peer's frames (rss), spread round-robin
+// (veth: a frame sent on TX queue k arrives on the peer's RX queue k, and
+// the peer answers on its queue k), or by a hash of the peer's address
+// (every connection to one peer on one queue; also rss's fallback).
 func (a *attached) queueFor(ip netip.Addr) int {
 	n := uint32(len(a.cs))
 	if n == 1 {
 		return 0
 	}
-	if a.cs[0].Placement() == daemon.PlaceSpread {
+	switch a.cs[0].Placement() {
+	case daemon.PlaceSpread:
 		return int(a.dials.Add(1) % n)
+	case daemon.PlaceRSS:
+		if r := a.cs[0].RSS(); r != nil {
+			if i, ok := r.Index(ip, a.cs[0].LocalAddr()); ok && i < int(n) {
+				return i
+			}
+		}
 	}
 	b := ip.Unmap().As4()
 	h := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])

@@ -84,6 +84,14 @@ func checkEnvironment(c *Config, sysNet string) (res []checkResult, unchecked []
 		}
 	}
 
+	if len(c.Queues) > 1 && ifi != nil {
+		if place, _, err := dialPlacement(c.Interface, c.Queues); err != nil {
+			add(false, "%v", err)
+		} else {
+			add(true, "queues %v: dials placed %v (a connection stays on the queue its frames arrive on)", c.Queues, place)
+		}
+	}
+
 	setting := "pacer_cpu"
 	if len(c.CoreCPUs) > 0 {
 		setting = "core_cpus"

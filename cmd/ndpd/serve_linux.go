@@ -173,10 +173,13 @@ func serve(c *Config, logOut io.Writer) error {
 	if err := os.MkdirAll(filepath.Dir(c.ControlSocket), 0o755); err != nil {
 		return err
 	}
-	place := dialPlacement(c.Interface)
+	place, rss, err := dialPlacement(c.Interface, c.Queues)
+	if err != nil {
+		return err
+	}
 	srv, err := daemon.Listen(daemon.ServerConfig{
 		Path: c.ControlSocket, Mode: c.socketMode(), Group: c.SocketGroup,
-		AllowUIDs: c.AllowUIDs, AllowGIDs: c.AllowGIDs, Placement: place, Logger: log,
+		AllowUIDs: c.AllowUIDs, AllowGIDs: c.AllowGIDs, Placement: place, RSS: rss, Logger: log,
 	}, cores...)
 	if err != nil {
 		return err
@@ -240,19 +243,27 @@ func serve(c *Config, logOut io.Writer) error {
 
 // dialPlacement is how applications place dials on the queues: spread
 // over them on veth (a frame arrives on the peer's RX queue of the number
-// of the TX queue it left on, and the answers come back the same way), by
-// peer address elsewhere (a NIC's RSS, hashing UDP on addresses only, puts
-// every frame from one peer on one queue).
-func dialPlacement(ifname string) daemon.Placement {
+// of the TX queue it left on, and the answers come back the same way); on
+// a NIC with several queues, where its Toeplitz RSS, hashing UDP on
+// addresses only, delivers the peer's frames. With several queues on a NIC
+// whose RSS is not that, it fails: some connections would never work.
+func dialPlacement(ifname string, queues []int) (daemon.Placement, *daemon.RSS, error) {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return daemon.PlaceByPeer
+		return 0, nil, err
 	}
 	defer unix.Close(fd)
 	if info, err := unix.IoctlGetEthtoolDrvinfo(fd, ifname); err == nil && unix.ByteSliceToString(info.Driver[:]) == "veth" {
-		return daemon.PlaceSpread
+		return daemon.PlaceSpread, nil, nil
 	}
-	return daemon.PlaceByPeer
+	if len(queues) == 1 {
+		return daemon.PlaceByPeer, nil, nil
+	}
+	rss, err := daemon.ReadRSS(ifname, queues)
+	if err != nil {
+		return 0, nil, fmt.Errorf("queues %v: several queues need the NIC's RSS to keep a connection on one queue: %w", queues, err)
+	}
+	return daemon.PlaceRSS, &rss, nil
 }
 
 // serveMetrics serves /metrics on addr: each queue's daemon collector

@@ -53,6 +53,7 @@ type Client struct {
 	local  netip.Addr
 	queues int       // queues the daemon serves (its attach reply)
 	place  Placement // how to place dials on them (its attach reply)
+	rss    *RSS      // PlaceRSS: the NIC's hash (AttachQueues fetches it)
 
 	mu          sync.Mutex // cmd, TX and release producers; frames; slot and cookie allocation
 	frames      *ring.FrameStack
@@ -104,6 +105,12 @@ func AttachQueues(path string, cfg ClientConfig) ([]*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.place == PlaceRSS {
+		if c.rss, err = queryRSS(path); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	cs := []*Client{c}
 	for i := 1; i < c.Queues(); i++ {
 		ci, err := AttachQueue(path, i, cfg)
@@ -154,8 +161,8 @@ func AttachQueue(path string, i int, cfg ClientConfig) (*Client, error) {
 				queues = q
 			}
 		}
-		if len(f) >= 4 && f[3] == PlaceSpread.String() {
-			place = PlaceSpread
+		if len(f) >= 4 {
+			place = parsePlacement(f[3])
 		}
 	}
 	att, err := ring.RecvAttachment(ctl)
@@ -274,6 +281,36 @@ func (c *Client) Queues() int { return c.queues }
 // Placement is how the daemon asks applications to place dials on its
 // queues.
 func (c *Client) Placement() Placement { return c.place }
+
+// RSS is the NIC's hash with PlaceRSS, as AttachQueues fetched it (nil
+// otherwise, and on clients attached by AttachQueue).
+func (c *Client) RSS() *RSS { return c.rss }
+
+// queryRSS asks the daemon at path for its RSS placement.
+func queryRSS(path string) (*RSS, error) {
+	ctl, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("ndpd: rss %s: %w", path, err)
+	}
+	defer ctl.Close()
+	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := ctl.Write([]byte(reqRSSMsg)); err != nil {
+		return nil, fmt.Errorf("ndpd: rss %s: %w", path, err)
+	}
+	buf := make([]byte, maxCtlMsg)
+	n, err := ctl.Read(buf)
+	if err != nil {
+		return nil, fmt.Errorf("ndpd: rss %s: %w", path, err)
+	}
+	if strings.HasPrefix(string(buf[:n]), "ERR ") {
+		return nil, replyErr(buf[:n])
+	}
+	var r RSS
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return nil, fmt.Errorf("ndpd: rss reply: %w", err)
+	}
+	return &r, nil
+}
 
 // MaxPayload is the most bytes one TX or RX descriptor carries (the frame size).
 func (c *Client) MaxPayload() int { return int(c.layout.FrameSize) }

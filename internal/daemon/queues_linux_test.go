@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -236,5 +238,55 @@ func TestQueueFailureSharesFate(t *testing.T) {
 				t.Fatalf("dial on the healthy queue after the failure: %v", err)
 			}
 		})
+	}
+}
+
+// TestRSSPlacementServed: a daemon placing dials by the NIC's RSS tells
+// attaching applications so, and AttachQueues fetches the key, table and
+// served queues they compute the queue with.
+func TestRSSPlacementServed(t *testing.T) {
+	var cores []*Core
+	for q := range 2 {
+		cfg := smallConfig()
+		cfg.Queue = q
+		core, err := NewCore(cfg, newLoopTransport(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cores = append(cores, core)
+	}
+	rss := &RSS{Key: bytes.Repeat([]byte{0x6d, 0x5a}, 20), Indir: []uint32{4, 7, 7, 4}, Served: []int{4, 7}}
+	path := filepath.Join(t.TempDir(), "ndpd.sock")
+	srv, err := Listen(ServerConfig{Path: path, Placement: PlaceRSS, RSS: rss}, cores...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve()
+	run := make(chan error, 1)
+	go func() { run <- RunCores(cores, RunConfig{}) }()
+	defer func() {
+		for _, c := range cores {
+			c.Stop()
+		}
+		<-run
+		srv.Close()
+	}()
+	cs, err := AttachQueues(path, ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	got := cs[0].RSS()
+	if cs[0].Placement() != PlaceRSS || got == nil || !bytes.Equal(got.Key, rss.Key) || !slices.Equal(got.Indir, rss.Indir) || !slices.Equal(got.Served, rss.Served) {
+		t.Fatalf("placement %v, RSS %+v", cs[0].Placement(), got)
+	}
+	peer, local := netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("10.0.0.1")
+	i, ok := got.Index(peer, local)
+	if want := rss.Indir[rss.Hash(peer, local)%4]; !ok || rss.Served[i] != int(want) {
+		t.Fatalf("Index %d %v, want the attach index of NIC queue %d", i, ok, want)
 	}
 }

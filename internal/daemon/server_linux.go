@@ -25,6 +25,7 @@ import (
 //	app → ndpd   "ATTACH [i]"      ndpd → app  "OK <ipv4|-> <n> <peer|spread>", then the ring.Attachment message
 //	                                            or "ERR <reason>"
 //	any → ndpd   "STATUS"          ndpd → any  JSON Snapshot, or "ERR <reason>"
+//	any → ndpd   "RSS"             ndpd → any  JSON RSS (placement "rss"), or "ERR <reason>"
 //
 // A daemon serving n queues runs one Core per queue; "ATTACH i" attaches
 // to the i-th (0 <= i < n; "ATTACH" is "ATTACH 0"), and the reply tells n,
@@ -42,6 +43,7 @@ import (
 const (
 	reqAttachMsg = "ATTACH"
 	reqStatusMsg = "STATUS"
+	reqRSSMsg    = "RSS"
 	maxCtlMsg    = 1 << 20
 )
 
@@ -62,6 +64,9 @@ type ServerConfig struct {
 	// Placement is how applications place their dials on the queues,
 	// told to each in its attach reply. Default PlaceByPeer.
 	Placement Placement
+	// RSS is the NIC's hash for PlaceRSS (ReadRSS), served to applications
+	// on request ("RSS").
+	RSS *RSS
 	// Logger; nil = no logs.
 	Logger *zap.Logger
 }
@@ -82,13 +87,29 @@ const (
 	// left on, so that the peer's answers come back on the dial's queue
 	// (veth, both ends serving the same queues).
 	PlaceSpread
+	// PlaceRSS: a dial goes to the queue the NIC's Toeplitz RSS delivers
+	// the peer's frames to (RSS.Index), which the application computes from
+	// the key and indirection table the daemon serves.
+	PlaceRSS
 )
 
+var placementNames = [...]string{PlaceByPeer: "peer", PlaceSpread: "spread", PlaceRSS: "rss"}
+
 func (p Placement) String() string {
-	if p == PlaceSpread {
-		return "spread"
+	if int(p) < len(placementNames) {
+		return placementNames[p]
 	}
 	return "peer"
+}
+
+// parsePlacement is String's inverse; unknown names are PlaceByPeer.
+func parsePlacement(s string) Placement {
+	for p, n := range placementNames {
+		if n == s {
+			return Placement(p)
+		}
+	}
+	return PlaceByPeer
 }
 
 // Server accepts applications on the control socket and attaches them to
@@ -277,6 +298,13 @@ func (s *Server) serveConn(c *net.UnixConn) {
 			return
 		}
 		b, _ := json.Marshal(snap)
+		c.Write(b)
+	case len(req) == 1 && req[0] == reqRSSMsg:
+		if s.cfg.RSS == nil {
+			c.Write([]byte("ERR " + ErrProtocol.Error() + ": no RSS placement"))
+			return
+		}
+		b, _ := json.Marshal(s.cfg.RSS)
 		c.Write(b)
 	case len(req) >= 1 && len(req) <= 2 && req[0] == reqAttachMsg:
 		q := 0
