@@ -49,19 +49,6 @@ func BenchmarkPullQueue(b *testing.B) {
 	}
 }
 
-// BenchmarkSPSCRing measures a push+publish and pop+release pair on one goroutine
-// (the uncontended cost of a ring hop).
-func BenchmarkSPSCRing(b *testing.B) {
-	r := newSPSC[Release](1024)
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		r.push(Release{Kind: ReleasePull, Handle: ndp.Handle(i), At: ndp.Time(i)})
-		r.publish()
-		r.pop()
-		r.release()
-	}
-}
-
 func BenchmarkTokenBucket(b *testing.B) {
 	tb, _ := NewTokenBucket(BucketConfig{Rate: 10e9, Depth: 9000}, 0)
 	now := ndp.Time(0)

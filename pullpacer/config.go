@@ -56,8 +56,6 @@ func ParsePolicy(s string) (Policy, error) {
 var (
 	// ErrInvalidConfig is matched (errors.Is) by every *ConfigError.
 	ErrInvalidConfig = errors.New("pullpacer: invalid config")
-	// ErrClosed is returned by a Pacer used after Close.
-	ErrClosed = errors.New("pullpacer: pacer closed")
 )
 
 // ConfigError names the configuration field that failed validation.
@@ -196,6 +194,3 @@ func (c QueueConfig) Interval() time.Duration {
 	}
 	return time.Duration(d)
 }
-
-// errPinUnsupported is returned where CPU pinning or thread CPU clocks do not exist.
-var errPinUnsupported = errors.New("pullpacer: not supported on this platform")

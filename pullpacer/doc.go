@@ -28,23 +28,16 @@
 // queuing (deadline.go). The same code runs in the simulator, which calls Next at
 // NextAt on its virtual clock.
 //
-// # Pacing clock
+// # Who polls the queue
 //
-// A Pacer wraps one PullQueue in a goroutine locked to its OS thread and optionally
-// pinned to a CPU:
-//
-//	core loop --Enqueue([]Request)--> request ring (SPSC) --> pacing thread
-//	                                                           | owns the PullQueue
-//	                                                           | spins on the clock,
-//	                                                           | Next(now) when due
-//	transmit  <--Poll([]Release)----- release ring (SPSC) <----+
-//
-// The core loop is the only producer of requests and the transmit side (usually the
-// same core loop) the only consumer of releases; neither side ever takes a lock.
-// While pulls are queued the thread spins on the vDSO monotonic clock; when the queue
-// has been empty for SpinBeforePark it parks in futex(2) (or on a channel) and
-// Enqueue wakes it with one syscall, so an idle host burns no core. When the next
-// release is far away (slow links) it sleeps until just before it.
+// The queue has no thread of its own: the stack that owns it calls Next from its
+// poll loop (internal/engine's Poll, which in ndpd is the core loop of the queue's
+// NIC queue) and sends the PULLs it returns in the same transmit batch as the rest of
+// that poll's frames. NextAt tells the loop when to come back; a loop that comes back
+// late sends at most MaxBurst pulls and drops the missed slots (LateSlots). The NDP
+// paper gives pacing a thread spinning on a core of its own; here a pinned pacing
+// thread kept no better time than the poll loop on a shared two-CPU machine and cost
+// a CPU, so there is one code path, inline (docs/decisions.md, "pullpacer").
 //
 // # Edge pacer
 //

@@ -64,7 +64,7 @@ type rrList struct{ head, tail int32 }
 
 // PullQueue is the receiver's per-interface pull queue: it decides which connection's
 // PULL leaves next and when. It is sans-IO and not safe for concurrent use: exactly one
-// goroutine (the pacing thread, or the simulator) owns it and passes `now` in.
+// goroutine (its stack's poll loop, or the simulator) owns it and passes `now` in.
 type PullQueue struct {
 	cfg        QueueConfig
 	iv         spacing

@@ -92,10 +92,7 @@ func checkEnvironment(c *Config, sysNet string) (res []checkResult, unchecked []
 		}
 	}
 
-	setting := "pacer_cpu"
-	if len(c.CoreCPUs) > 0 {
-		setting = "core_cpus"
-	}
+	const setting = "core_cpus"
 	for i, cpu := range c.coreCPUs() {
 		if cpu < 0 {
 			add(true, "%s: queue %d's core loop unpinned", setting, c.Queues[i])

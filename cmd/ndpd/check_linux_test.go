@@ -37,7 +37,7 @@ func TestCheckEnvironment(t *testing.T) {
 		fail  string // "" = every check passes
 	}{
 		{"fits", func(*Config) {}, ""},
-		{"pinned to CPU 0", func(c *Config) { cpu := 0; c.PacerCPU = &cpu }, ""},
+		{"pinned to CPU 0", func(c *Config) { c.CoreCPUs = []int{0} }, ""},
 		{"no such interface", func(c *Config) { c.Interface = "nosuchif0" }, `interface "nosuchif0"`},
 		{"no such queue", func(c *Config) { c.Queues = []int{7} }, "queue 7 of lo"},
 		{"address elsewhere", func(c *Config) { c.Address = "192.0.2.7" }, "address 192.0.2.7 is not on lo"},

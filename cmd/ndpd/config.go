@@ -34,8 +34,9 @@ type Config struct {
 	// (README.md, "Several queues").
 	Queues []int `json:"queues"`
 	// CoreCPUs pins the core loop of Queues[i] to CoreCPUs[i] (-1:
-	// unpinned); one entry per queue. Default: none pinned (or pacer_cpu
-	// with one queue).
+	// unpinned); one entry per queue. The core loop also releases the pull
+	// queue's PULLs (there is no separate pacing thread). Default: none
+	// pinned.
 	CoreCPUs []int `json:"core_cpus"`
 	// StallTimeout: a queue's core loop that does not iterate for this long
 	// is stuck, and ndpd stops (queues share fate: every application gets
@@ -69,10 +70,6 @@ type Config struct {
 	// Policy is the pull queue's scheduling: "fair" (default), "priority"
 	// (strict classes) or "deadline" (D3 rate allocation, EDF).
 	Policy string `json:"policy"`
-	// PacerCPU pins the core loop, which releases the pull queue's PULLs
-	// inline, to this CPU, with one queue (core_cpus pins several). -1
-	// (default) leaves it to the scheduler.
-	PacerCPU *int `json:"pacer_cpu"`
 	// Bind is the AF_XDP bind mode: "auto" (default), "copy", "zerocopy".
 	Bind string `json:"bind"`
 	// Attach is the XDP attach mode: "auto" (default), "native", "generic".
@@ -103,7 +100,7 @@ type Config struct {
 	// spins for Spin after its last work, then sleeps until a ring, the NIC
 	// or a timer needs it, for hosts where ndpd shares CPUs with its
 	// applications; "busy" never sleeps, for a core loop on a CPU of its
-	// own (pin it with pacer_cpu): every hop from an application or the NIC
+	// own (pin it with core_cpus): every hop from an application or the NIC
 	// is taken without a wakeup, at the price of that CPU.
 	Poll string `json:"poll"`
 	// Spin is the core's adaptive-polling spin before sleeping (it yields
@@ -288,10 +285,6 @@ func (c *Config) populate() {
 	if c.Policy == "" {
 		c.Policy = "fair"
 	}
-	if c.PacerCPU == nil {
-		none := -1
-		c.PacerCPU = &none
-	}
 	if c.Poll == "" {
 		c.Poll = "adaptive"
 	}
@@ -370,16 +363,11 @@ func (c *Config) validate() error {
 		if len(c.CoreCPUs) != len(c.Queues) {
 			bad("core_cpus: %v: want one CPU per queue (%d)", c.CoreCPUs, len(c.Queues))
 		}
-		if *c.PacerCPU >= 0 {
-			bad("pacer_cpu and core_cpus both set: core_cpus pins every queue's core loop")
-		}
 		for _, cpu := range c.CoreCPUs {
 			if cpu < -1 || cpu >= runtime.NumCPU() {
 				bad("core_cpus: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())
 			}
 		}
-	} else if *c.PacerCPU >= 0 && len(c.Queues) > 1 {
-		bad("pacer_cpu: pins the core loop of one queue; with %d queues set core_cpus", len(c.Queues))
 	}
 	if c.Address != "" {
 		if a, err := netip.ParseAddr(c.Address); err != nil || !a.Is4() || a.IsUnspecified() {
@@ -406,9 +394,6 @@ func (c *Config) validate() error {
 	}
 	if ut := time.Duration(c.UserTimeout); ut < time.Millisecond || ut > time.Hour {
 		bad("user_timeout: %v outside [1ms, 1h]", ut)
-	}
-	if cpu := *c.PacerCPU; cpu < -1 || cpu >= runtime.NumCPU() {
-		bad("pacer_cpu: %d: want -1 (unpinned) or a CPU in [0, %d)", cpu, runtime.NumCPU())
 	}
 	if c.Policy != "fair" && c.Policy != "priority" && c.Policy != "deadline" {
 		bad("policy: %q: want fair, priority or deadline", c.Policy)
@@ -482,7 +467,6 @@ func (c *Config) coreCPUs() []int {
 	for i := range cpus {
 		cpus[i] = -1
 	}
-	cpus[0] = *c.PacerCPU
 	return cpus
 }
 

@@ -42,7 +42,7 @@ func FuzzParseRate(f *testing.F) {
 
 func FuzzParseConfig(f *testing.F) {
 	f.Add(`{"interface":"eth0","link_rate":"10G","spin":"20us"}`)
-	f.Add(`{"queues":[0,1],"pacer_cpu":-1}`)
+	f.Add(`{"queues":[0,1],"core_cpus":[-1,0]}`)
 	f.Add(`{"interface":1}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := parseConfig(strings.NewReader(s), "fuzz.json")
@@ -79,7 +79,7 @@ func TestConfigFileAndFlags(t *testing.T) {
 	c := o.cfg
 	if c.Interface != "veth0" || c.LinkRate != 25e9 || c.Gamma != 0.95 || c.IW != 8 || c.ControlSocket != "/tmp/x.sock" ||
 		time.Duration(c.Spin) != 10*time.Microsecond || len(c.AllowUIDs) != 1 || c.AllowUIDs[0] != 1000 ||
-		len(c.AllowGIDs) != 2 || c.AllowGIDs[1] != 20 || c.NDPPort != 6420 || *c.PacerCPU != -1 {
+		len(c.AllowGIDs) != 2 || c.AllowGIDs[1] != 20 || c.NDPPort != 6420 || len(c.CoreCPUs) != 0 {
 		t.Fatalf("effective config %+v", c)
 	}
 	if err := c.validate(); err != nil {
@@ -100,7 +100,7 @@ func TestConfigErrors(t *testing.T) {
 		{"trailing", `{"interface":"x"} {}`, nil, []string{"trailing data"}},
 		{"every problem at once", `{"gamma":1.5,"iw":0,"queues":[0,0],"bind":"turbo","mtu":20,"socket_mode":"rw","frame_size":3000,"log_level":"loud"}`, nil,
 			[]string{"interface: required", "gamma", "queues", "bind", "mtu", "socket_mode", "frame_size", "log_level"}},
-		{"flag overrides are validated", `{"interface":"x"}`, []string{"-gamma", "2", "-pacer-cpu", "4096", "-poll", "spin"}, []string{"gamma", "pacer_cpu", "poll"}},
+		{"flag overrides are validated", `{"interface":"x"}`, []string{"-gamma", "2", "-core-cpus", "4096", "-poll", "spin"}, []string{"gamma", "core_cpus", "poll"}},
 		{"relative socket", `{"interface":"x","control_socket":"ndpd.sock"}`, nil, []string{"control_socket"}},
 		{"bad address", `{"interface":"x","address":"::1"}`, nil, []string{"address"}},
 		{"negative resolve timeout", `{"interface":"x"}`, []string{"-resolve-timeout", "-1s"}, []string{"resolve_timeout"}},

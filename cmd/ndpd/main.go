@@ -122,7 +122,6 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate the configuration, print the effective config, check the interface, queue, address, CPU, socket directory, metrics address and capture directory on this machine, and exit (2: invalid, 1: a check failed)")
 	var f Config
-	var pacer int
 	fs.StringVar(&f.Interface, "interface", "", "network interface to serve")
 	fs.Var((*intList)(&f.Queues), "queues", "interface queues, comma-separated, each served by its own core loop (default 0)")
 	fs.Var((*intList)(&f.CoreCPUs), "core-cpus", "CPU of each queue's core loop, comma-separated in -queues order (-1: unpinned)")
@@ -135,7 +134,6 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&f.IW, "iw", 0, "initial window in packets (default 30)")
 	fs.Var(&f.UserTimeout, "user-timeout", "how long a connection waiting on a silent peer lives before it fails (default 30s)")
 	fs.StringVar(&f.Policy, "policy", "", "pull scheduling: fair, priority, deadline")
-	fs.IntVar(&pacer, "pacer-cpu", -1, "pin the core loop (which releases PULLs) to this CPU; -1 = unpinned")
 	fs.StringVar(&f.Bind, "bind", "", "AF_XDP bind mode: auto, copy, zerocopy")
 	fs.StringVar(&f.Attach, "attach", "", "XDP attach mode: auto, native, generic")
 	fs.StringVar(&f.ControlSocket, "socket", "", "control socket path (default /run/ndpd/ndpd.sock)")
@@ -143,7 +141,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&f.SocketGroup, "socket-group", 0, "gid owning the control socket (0 = keep)")
 	fs.Var((*uintList)(&f.AllowUIDs), "allow-uids", "uids allowed to attach, comma-separated")
 	fs.Var((*uintList)(&f.AllowGIDs), "allow-gids", "gids allowed to attach, comma-separated")
-	fs.StringVar(&f.Poll, "poll", "", "core loop waiting: adaptive (spin, then sleep; default) or busy (never sleep: a CPU of its own, see -pacer-cpu)")
+	fs.StringVar(&f.Poll, "poll", "", "core loop waiting: adaptive (spin, then sleep; default) or busy (never sleep: a CPU of its own, see -core-cpus)")
 	fs.Var(&f.Spin, "spin", "core adaptive-polling spin before sleeping, yielding the CPU between polls (default 50us; -1ns = never)")
 	fs.Var(&f.DrainTimeout, "drain-timeout", "graceful drain bound on SIGTERM (default 5s)")
 	fs.Var(&f.ResolveTimeout, "resolve-timeout", "bound of one neighbour (ARP) resolution for a dial (default 1s)")
@@ -197,9 +195,6 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 			c.UserTimeout = f.UserTimeout
 		case "policy":
 			c.Policy = f.Policy
-		case "pacer-cpu":
-			p := pacer
-			c.PacerCPU = &p
 		case "bind":
 			c.Bind = f.Bind
 		case "attach":

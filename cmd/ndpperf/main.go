@@ -1,5 +1,5 @@
 // Command ndpperf runs ndpstack's benchmarks: raw AF_XDP ping-pong, shared-memory
-// rings, the pull pacer, RPC latency and incast, side by side with kernel sockets.
+// rings, RPC latency and incast, side by side with kernel sockets.
 // Each prints a table, or one JSON object with --json; several draw the run with
 // --plot FILE.png (internal/chart). `ndpperf report` writes docs/BENCHMARKS.md
 // from the recorded results (scripts/bench-record, internal/benchreport).

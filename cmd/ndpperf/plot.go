@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // plotLatency draws the round-trip CDF of every transport in res to file.
@@ -47,27 +46,5 @@ func plotIncast(file string, out incastOutput) error {
 		return fmt.Errorf("--plot: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "ndpperf: incast rounds written to %s\n", file)
-	return nil
-}
-
-// plotSpacing draws the histogram of the gaps between consecutive PULL
-// releases (at, ns) up to four intervals iv; longer gaps (stalls of the
-// pacing thread) would squash the histogram and are counted in the title.
-func plotSpacing(file string, at []ndp.Time, iv float64) error {
-	gaps := make([]float64, 0, len(at))
-	over := 0
-	for k := 1; k < len(at); k++ {
-		g := float64(at[k] - at[k-1])
-		if g > 4*iv {
-			over++
-			continue
-		}
-		gaps = append(gaps, g)
-	}
-	title := fmt.Sprintf("ndpperf pacer: PULL spacing, interval %.0f ns (%d longer gaps not shown)", iv, over)
-	if err := chart.Histogram(file, title, "gap between PULLs (ns)", gaps, 100); err != nil {
-		return fmt.Errorf("--plot: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "ndpperf: PULL spacing histogram written to %s\n", file)
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // checkPNG fails unless file decodes as a PNG of chart's size.
@@ -67,23 +66,4 @@ func TestIncastPlotSim(t *testing.T) {
 	if _, err := parseIncastFlags([]string{"--plot", "x.jpg"}); err == nil {
 		t.Error("--plot x.jpg accepted")
 	}
-}
-
-// TestSpacingPlot: `ndpperf pacer --plot` draws the gaps between releases,
-// leaving out the stalls.
-func TestSpacingPlot(t *testing.T) {
-	at := make([]ndp.Time, 0, 1000)
-	var now ndp.Time
-	for i := range 1000 {
-		now += ndp.Time(1150 + (i*37)%100)
-		if i%200 == 0 {
-			now += 50000 // a stall: not drawn
-		}
-		at = append(at, now)
-	}
-	file := filepath.Join(t.TempDir(), "spacing.png")
-	if err := plotSpacing(file, at, 1200); err != nil {
-		t.Fatal(err)
-	}
-	checkPNG(t, file)
 }

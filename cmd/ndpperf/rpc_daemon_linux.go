@@ -228,9 +228,9 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 		return nil, err
 	}
 	// Shared cores: each ndpd's core loop runs on its application's CPU
-	// (ndpd's pacer_cpu), so an app and its daemon hand work over on one CPU
+	// (ndpd's core_cpus), so an app and its daemon hand work over on one CPU
 	// (a few µs) instead of waking a thread on the other one (25-33 µs on a
-	// 2-vCPU VM; docs/decisions.md, "pacer_cpu pins the core loop").
+	// 2-vCPU VM; docs/decisions.md, "core_cpus pins each queue's core loop").
 	// Dedicated cores: the core loops get CPUs 2 and 3 and never sleep, and
 	// the applications (on CPUs 0 and 1) busy-poll their rings.
 	cpuClient, cpuEcho := cpuPair()

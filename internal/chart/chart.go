@@ -1,6 +1,6 @@
 // Package chart draws the PNG figures that ndpperf and ndpsim write with
 // --plot: latency CDFs (one curve per transport), lines (incast completion per
-// round, per-flow throughput of a permutation) and histograms (pull spacing).
+// round, per-flow throughput of a permutation).
 // It is a thin layer over gonum.org/v1/plot that fixes the size, fonts and
 // colours so every figure of the project looks the same; the commands only
 // hand it their samples.
@@ -122,22 +122,6 @@ func Lines(file, title, xlabel, ylabel string, series []Series) error {
 	}
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(8), vg.Points(4)
-	return save(p, file)
-}
-
-// Histogram draws the distribution of values in bins equal-width bins, with
-// the count of values in each.
-func Histogram(file, title, xlabel string, values []float64, bins int) error {
-	if len(values) == 0 {
-		return ErrNoData
-	}
-	p := newPlot(title, xlabel, "count")
-	h, err := plotter.NewHist(plotter.Values(values), max(bins, 1))
-	if err != nil {
-		return fmt.Errorf("chart: %w", err)
-	}
-	h.FillColor = plotutil.Color(0)
-	p.Add(h)
 	return save(p, file)
 }
 

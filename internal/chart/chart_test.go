@@ -53,21 +53,12 @@ func TestFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPNG(t, lines)
-
-	hist := filepath.Join(dir, "hist.png")
-	if err := Histogram(hist, "spacing", "ns", lat(1200, 500), 50); err != nil {
-		t.Fatal(err)
-	}
-	checkPNG(t, hist)
 }
 
 func TestErrors(t *testing.T) {
 	dir := t.TempDir()
 	if err := CDF(filepath.Join(dir, "a.png"), "", "", nil); !errors.Is(err, ErrNoData) {
 		t.Errorf("CDF of nothing: %v", err)
-	}
-	if err := Histogram(filepath.Join(dir, "a.png"), "", "", nil, 10); !errors.Is(err, ErrNoData) {
-		t.Errorf("Histogram of nothing: %v", err)
 	}
 	if err := Lines(filepath.Join(dir, "a.png"), "", "", "", []Series{{"x", []float64{1}, nil}}); err == nil {
 		t.Error("Lines with mismatched series succeeded")
