@@ -48,8 +48,11 @@ func TestStatsCountAnExchange(t *testing.T) {
 	if want := uint64(calls * len(req)); sa.Endpoint.BytesOut < want || sb.Endpoint.BytesIn < want || sa.Endpoint.BytesIn < want {
 		t.Errorf("bytes: client out %d in %d, server in %d, want at least %d each", sa.Endpoint.BytesOut, sa.Endpoint.BytesIn, sb.Endpoint.BytesIn, want)
 	}
-	if sa.RxRejected != 0 || sb.RxRejected != 0 {
-		t.Errorf("frames refused: client %d, server %d", sa.RxRejected, sb.RxRejected)
+	// A frame is refused only when it comes after its connection closed,
+	// which takes a resend: a spurious RTO or a probe on a loaded machine.
+	resent := sa.Endpoint.Retransmits + sb.Endpoint.Retransmits + sa.Endpoint.StallProbes + sb.Endpoint.StallProbes + sa.Endpoint.SilenceProbes + sb.Endpoint.SilenceProbes
+	if (sa.RxRejected != 0 || sb.RxRejected != 0) && resent == 0 {
+		t.Errorf("frames refused with nothing resent: client %d, server %d", sa.RxRejected, sb.RxRejected)
 	}
 	if sa.Polls == 0 || sa.Link != (LinkStats{}) {
 		t.Errorf("client polls %d, link counters %+v (an in-memory pipe keeps none)", sa.Polls, sa.Link)

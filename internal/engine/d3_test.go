@@ -16,8 +16,9 @@ import (
 // whose deadline was less than twice its transfer time at link rate.
 func TestDeadlineFlowOnTrackCompletes(t *testing.T) {
 	// The receiver's pull pacer, not the CPU, must set the pace even under
-	// -race on a loaded machine: 20 Mb/s, 1 MiB needs 420 ms at it.
-	const rate = 20e6
+	// -race on a loaded machine: 5 Mb/s, 256 KiB (about 180 packets) needs
+	// 420 ms at it.
+	const rate = 5e6
 	a, b, _, _ := memPair(t, PollAdaptive, func(c *Config) {
 		c.LinkRate = rate
 		c.Policy = pullpacer.PolicyDeadline
@@ -26,7 +27,7 @@ func TestDeadlineFlowOnTrackCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const size = 1 << 20
+	const size = 256 << 10
 	need := time.Duration(float64(size*8) / rate * float64(time.Second)) // ~420 ms
 	deadline := a.Now() + ndp.Time(need*9/5)
 	got := make(chan error, 1)
@@ -54,5 +55,5 @@ func TestDeadlineFlowOnTrackCompletes(t *testing.T) {
 	if q := b.Stats().Quenched; q != 0 {
 		t.Fatalf("%d flows quenched", q)
 	}
-	t.Logf("1 MiB with a deadline of 1.8x its transfer time: done in %v (need %v)", time.Since(start), need)
+	t.Logf("256 KiB with a deadline of 1.8x its transfer time: done in %v (need %v)", time.Since(start), need)
 }
