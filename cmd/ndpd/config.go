@@ -31,7 +31,7 @@ type Config struct {
 	// application is attached to every queue. At most 64, distinct.
 	// Default [0]. A NIC must keep each connection's frames on one queue
 	// although NDP sprays UDP source ports: hash UDP on addresses only
-	// (README.md, "Several queues").
+	// (README.md, "Running ndpd"; ndpd refuses several queues otherwise).
 	Queues []int `json:"queues"`
 	// CoreCPUs pins the core loop of Queues[i] to CoreCPUs[i] (-1:
 	// unpinned); one entry per queue. The core loop also releases the pull

@@ -79,8 +79,8 @@ type Placement uint8
 
 const (
 	// PlaceByPeer: every dial to one peer address goes through one queue,
-	// chosen by a hash of the address, for NICs whose RSS hashes UDP on
-	// addresses only (docs/decisions.md, "Several queues").
+	// chosen by a hash of the address: for one queue (the only choice),
+	// and PlaceRSS's fallback (docs/decisions.md, "Dial placement").
 	PlaceByPeer Placement = iota
 	// PlaceSpread: dials go round-robin over the queues, for links that
 	// deliver a frame on the peer's RX queue numbered as the TX queue it
