@@ -1,12 +1,12 @@
 package afxdp
 
 import (
-	"encoding/binary"
 	"errors"
 	"runtime"
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,9 +44,7 @@ func (w *waiter) wake() error {
 	if w.closed.Load() {
 		return ErrClosed
 	}
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	if _, err := unix.Write(w.fd, one[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
+	if err := eventfd.Signal(w.fd); err != nil {
 		return &SyscallError{Op: "eventfd write", Queue: -1, Err: err}
 	}
 	return nil
@@ -70,8 +68,7 @@ func (w *waiter) poll(fds []unix.PollFd, timeout time.Duration, iface string, qu
 		if w.closed.Load() {
 			return false, ErrClosed
 		}
-		var buf [8]byte
-		_, _ = unix.Read(w.fd, buf[:]) // drain; EAGAIN if another waiter did
+		_ = eventfd.Drain(w.fd) // empty if another waiter drained it
 	}
 	for _, f := range fds[:last] {
 		if f.Revents&unix.POLLIN != 0 {
@@ -85,9 +82,7 @@ func (w *waiter) poll(fds []unix.PollFd, timeout time.Duration, iface string, qu
 // left inside one.
 func (w *waiter) shutdown() {
 	w.closed.Store(true)
-	var one [8]byte
-	binary.NativeEndian.PutUint64(one[:], 1)
-	_, _ = unix.Write(w.fd, one[:])
+	_ = eventfd.Signal(w.fd)
 	for w.waiters.Load() > 0 {
 		runtime.Gosched()
 	}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,10 +94,9 @@ func (s *WaitSet) Wait(pending func() bool, timeout time.Duration) error {
 		}
 		break
 	}
-	var buf [8]byte
 	for i, w := range s.waiters {
 		if s.pfds[i].Revents&unix.POLLIN != 0 {
-			unix.Read(w.efd, buf[:]) // drain; EAGAIN is fine
+			eventfd.Drain(w.efd)
 		}
 		if w.closed.Load() {
 			return net.ErrClosed

@@ -1,11 +1,11 @@
 package ring
 
 import (
-	"errors"
 	"net"
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -93,18 +93,14 @@ func (w *Waiter) sleep(ms int) error {
 		}
 		break
 	}
-	var buf [8]byte
-	// Drain the counter (non-blocking fd: EAGAIN on timeout is fine).
-	if _, err := unix.Read(w.efd, buf[:]); err != nil && !errors.Is(err, unix.EAGAIN) {
-		return err
-	}
-	return nil
+	// Drain the counter (non-blocking fd: empty on timeout is fine).
+	return eventfd.Drain(w.efd)
 }
 
 // Interrupt wakes a Wait in progress (or makes the next one return at once),
 // e.g. when the daemon learns on the control socket that its peer died.
 func (w *Waiter) Interrupt() error {
-	return eventfdSignal(w.efd)
+	return eventfd.Signal(w.efd)
 }
 
 // Notify wakes the peer if it is asleep: one atomic load of its flag (W2),
@@ -115,7 +111,7 @@ func (n *Notifier) Notify() (bool, error) {
 		return false, nil
 	}
 	n.Wakeups.Add(1)
-	return true, eventfdSignal(n.efd)
+	return true, eventfd.Signal(n.efd)
 }
 
 // NotifyMask is Notify for a peer whose sleep word carries more than one
@@ -127,21 +123,7 @@ func (n *Notifier) NotifyMask(mask uint32) (bool, error) {
 		return false, nil
 	}
 	n.Wakeups.Add(1)
-	return true, eventfdSignal(n.efd)
-}
-
-func eventfdSignal(efd int) error {
-	var one = [8]byte{1} // little-endian 1
-	for {
-		_, err := unix.Write(efd, one[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EAGAIN {
-			return nil // counter saturated: the peer is already due to wake
-		}
-		return err
-	}
+	return true, eventfd.Signal(n.efd)
 }
 
 // newEventfd makes a non-blocking, close-on-exec eventfd.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -320,7 +321,7 @@ func TestWaitSetManyRegions(t *testing.T) {
 	// The extra descriptor wakes it too.
 	done := make(chan error)
 	go func() { done <- set.Wait(pending, -1) }()
-	eventfdSignal(extra)
+	eventfd.Signal(extra)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,18 +173,16 @@ func (c *Client) sleepOnRings(ready func() bool, deadline time.Time) {
 	if _, err := unix.Ppoll(fds[:], &ts, nil); err != nil && !errors.Is(err, unix.EINTR) {
 		return
 	}
-	var b [8]byte
 	for _, p := range fds {
 		if p.Revents&unix.POLLIN != 0 {
-			unix.Read(int(p.Fd), b[:]) // reset the eventfd counter
+			eventfd.Drain(int(p.Fd))
 		}
 	}
 }
 
 // interrupt wakes the designated sleeper (Close, daemon death).
 func (c *Client) interrupt() {
-	one := [8]byte{1}
-	unix.Write(c.intrFD, one[:])
+	eventfd.Signal(c.intrFD)
 }
 
 func signalChan(ch chan struct{}) {

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"github.com/ndpstack/ndpstack/ring"
 )
 
@@ -114,10 +115,9 @@ func (c *Core) sleep() (input bool) {
 	if err != nil && !errors.Is(err, unix.EINTR) {
 		c.log.Sugar().Warnf("ppoll: %v", err)
 	}
-	var b [8]byte
 	for i, p := range w.fds {
 		if p.Revents&unix.POLLIN != 0 && (i == 0 || p.Fd != int32(c.tr.WaitFD())) {
-			unix.Read(int(p.Fd), b[:]) // eventfd: reset the counter
+			eventfd.Drain(int(p.Fd))
 		}
 	}
 	return n > 0
@@ -128,8 +128,7 @@ func newDoorbell() (int, error) {
 }
 
 func ringDoorbell(fd int) {
-	one := [8]byte{1}
-	unix.Write(fd, one[:])
+	eventfd.Signal(fd)
 }
 
 func closeFD(fd int) {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ndpstack/ndpstack/afxdp"
+	"github.com/ndpstack/ndpstack/internal/eventfd"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -100,7 +100,6 @@ type XDPLink struct {
 	txOut            []afxdp.Desc
 	efd              int // ppoll: the eventfd Wake writes
 	pfd              [2]unix.PollFd
-	eb               [8]byte
 	// RuntimeWait: xsk is a duplicate of the XSK fd registered with the Go
 	// runtime's netpoller (edge-triggered epoll); Wait parks on it. woken
 	// is Wake's flag; Wake also moves xsk's read deadline to the past,
@@ -370,7 +369,7 @@ func (l *XDPLink) Wait(timeout time.Duration) error {
 	l.pfd[0].Revents, l.pfd[1].Revents = 0, 0
 	_, err := unix.Ppoll(l.pfd[:], ts, nil)
 	if l.pfd[1].Revents&unix.POLLIN != 0 {
-		unix.Read(l.efd, l.eb[:])
+		eventfd.Drain(l.efd)
 	}
 	if err != nil && err != unix.EINTR {
 		return fmt.Errorf("engine: ppoll: %w", err)
@@ -412,9 +411,7 @@ func (l *XDPLink) Wake() {
 		l.xsk.SetReadDeadline(aLongTimeAgo)
 		return
 	}
-	var b [8]byte
-	binary.NativeEndian.PutUint64(b[:], 1)
-	unix.Write(l.efd, b[:])
+	eventfd.Signal(l.efd)
 }
 
 // aLongTimeAgo is a deadline in the past: it ends a parked Read at once.
