@@ -16,7 +16,6 @@ var renderers = map[string]func(*bytes.Buffer, *view){
 	"ndpperf priority":   priority,
 	"ndpperf demo":       demo,
 	"ndpperf ring":       ring,
-	"ndpperf pacer":      pacer,
 	"ndpperf xdp-tx":     xdpTx,
 	"ndpsim incast":      simResult,
 	"ndpsim transfer":    simResult,
@@ -239,33 +238,6 @@ func ring(b *bytes.Buffer, v *view) {
 		{key: "ring_wake_p99_ns", label: "ring with eventfd wakeup p99 ns"},
 		{key: "wake_p50_ratio_ring_over_uds", label: "wakeup p50 ring / UDS"},
 		{key: "ring_wake_eventfd_writes", label: "eventfd writes"},
-	})
-}
-
-func pacer(b *bytes.Buffer, v *view) {
-	params(b, v, []col{{key: "interval_ns", label: "interval ns"}, {key: "duration_s", label: "seconds"},
-		{key: "conns", label: "connections"}, {key: "park", label: "parking"}, {key: "cpu", label: "CPU"},
-		{key: "isolated", label: "isolated"}, {key: "nice", label: "nice"}})
-	figures(b, v, []col{
-		{key: "released", label: "pulls released"},
-		{key: "p50_err_pct", label: "spacing error p50 %"},
-		{key: "p99_err_pct", label: "spacing error p99 %"},
-		{key: "p999_err_pct", label: "spacing error p99.9 %"},
-		{key: "max_burst", label: "longest burst"},
-		{key: "missed_pct", label: "slots missed %"},
-		{key: "gaps_over_1_5_intervals", label: "gaps > 1.5 intervals"},
-		{key: "stalls_over_10_intervals", label: "gaps > 10 intervals"},
-		{key: "max_gap_us", label: "longest gap µs"},
-		{key: "late_slots", label: "late slots dropped"},
-		{key: "cpu_busy_pct", label: "pacing CPU busy %"},
-		{key: "cpu_steal_pct", label: "pacing CPU steal %"},
-		{key: "thread_voluntary_switches", label: "voluntary context switches"},
-		{key: "thread_involuntary_switches", label: "involuntary context switches"},
-		{key: "cpu_idle_pct_when_empty", label: "CPU idle % with no pulls"},
-		{key: "wake_p50_us", label: "wake from park p50 µs"},
-		{key: "wake_p99_us", label: "wake from park p99 µs"},
-		{key: "parks", label: "parks"},
-		{key: "release_ring_stalls", label: "release ring stalls"},
 	})
 }
 

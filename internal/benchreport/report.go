@@ -6,7 +6,7 @@
 // load average, the date, and the command's own JSON output. Render turns every
 // file into one short section: the command and where it ran, then tables of the
 // figures. The output of the commands it knows (ndpperf rpc, pingpong, incast,
-// throughput, priority, ring, pacer, xdp-tx, demo; ndpsim incast, transfer,
+// throughput, priority, ring, xdp-tx, demo; ndpsim incast, transfer,
 // permutation) gets tables chosen for it; any key those renderers do not know,
 // and the whole output of any other command, is rendered generically: scalars as
 // a figure/value table, objects of scalars as tables, arrays of flat objects as
