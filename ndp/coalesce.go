@@ -60,9 +60,15 @@ func (e *Endpoint) mergeCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 }
 
 // handleAck is the sender's handling of an ACK frame: its own packet, the
-// packets of its bitmap, and the PULL it carries.
+// packets of its bitmap, and the PULL it carries. The frame's path is the one
+// echoed for its own packet (Seq), so that ACK is handled as an unmerged one
+// (an RTT sample that can tell copies apart, rtt.go); the bitmap's ACKs keep
+// FlagAckMore and carry the path of the sender's own record, which says nothing
+// about which copy arrived.
 func (e *Endpoint) handleAck(c *conn, h *Header, now Time) {
-	e.sndAck(c, h, now)
+	head := *h
+	head.Flags &^= FlagAckMore
+	e.sndAck(c, &head, now)
 	if h.Flags&FlagAckMore != 0 {
 		more := *h
 		for m := h.Offset; m != 0 && !c.closed; m &= m - 1 {

@@ -14,8 +14,9 @@ import (
 // an RTO resend the ACK's path names the copy, as TCP's timestamps or QUIC's
 // packet numbers would (pktDesc.karn: two copies are told apart, with more
 // only the first, the one a spurious RTO leaves, and only while no later copy
-// shares its path; merged ACKs with FlagAckMore echo one path for several
-// packets and are not used). Without this, a one-packet RPC whose RTT exceeds
+// shares its path; a merged ACK frame (FlagAckMore) echoes the path of its
+// own packet, Seq, which is used, and none for the packets of its bitmap,
+// which are not). Without this, a one-packet RPC whose RTT exceeds
 // the initial RTO never got a sample (every ACK came after a resend) and every
 // call retransmitted. An ACK of the first copy after the RTO declared it lost
 // proves that RTO spurious (Stats.SpuriousRTOs). A retransmission asked for by

@@ -628,24 +628,29 @@ func TestStallTimeoutFollowsRTO(t *testing.T) {
 // After an RTO resend two copies may be ACKed; the ACK echoes the path of the
 // copy it answers and a resend never takes its predecessor's path, so the ACK
 // says which copy it is for (NDP's stand-in for TCP timestamps) while that copy
-// is alone on its path. With one path or a merged ACK (FlagAckMore) it cannot;
-// with three copies only the first is told apart.
+// is alone on its path. A merged ACK frame (FlagAckMore) echoes the path of
+// its own packet (Seq), so it tells the copies of that one apart, not those of
+// the packets its bitmap acknowledges. With one path it cannot; with three
+// copies only the first is told apart.
 func TestRTTKarnByPath(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		paths       int
 		ackFirst    bool // the ACK answers the first copy (else the resend)
 		merged      bool // the ACK frame carries FlagAckMore
+		inBitmap    bool // merged, and the packet is acknowledged by its bitmap, not Seq
 		resends     int
 		wantSample  Time // 0: no sample
 		wantSpuriou bool
 	}{
-		{"first copy", 8, true, false, 1, 3 * ms, true},
-		{"the resend", 8, false, false, 1, 2 * ms, false},
-		{"one path", 1, true, false, 1, 0, false},
-		{"merged ACK", 8, true, true, 1, 0, false},
-		{"three copies, the last", 8, false, false, 2, 0, false},
-		{"three copies, the first", 8, true, false, 2, 5 * ms, true},
+		{"first copy", 8, true, false, false, 1, 3 * ms, true},
+		{"the resend", 8, false, false, false, 1, 2 * ms, false},
+		{"one path", 1, true, false, false, 1, 0, false},
+		{"merged ACK, its own packet", 8, true, true, false, 1, 3 * ms, true},
+		{"merged ACK, the resend", 8, false, true, false, 1, 2 * ms, false},
+		{"merged ACK, a packet of its bitmap", 8, true, true, true, 1, 0, false},
+		{"three copies, the last", 8, false, false, false, 2, 0, false},
+		{"three copies, the first", 8, true, false, false, 2, 5 * ms, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := mkEP(t, ipA, func(c *Config) { c.Paths = tc.paths })
@@ -673,7 +678,14 @@ func TestRTTKarnByPath(t *testing.T) {
 				t.Fatalf("%d ACKs", len(acks))
 			}
 			if tc.merged {
-				acks[0].f.Header.Flags |= FlagAckMore // bitmap 0: acknowledges just Seq
+				hd := &acks[0].f.Header
+				hd.Flags |= FlagAckMore // bitmap 0: acknowledges just Seq
+				if tc.inBitmap {
+					// Seq-1 (before the ISN: outside the window) and
+					// bit 0, Seq: the packet is the bitmap's
+					hd.Seq--
+					hd.Offset = 1
+				}
 				n, err := BuildFrame(acks[0].b[:cap(acks[0].b)], &acks[0].f)
 				if err != nil {
 					t.Fatal(err)
@@ -686,6 +698,9 @@ func TestRTTKarnByPath(t *testing.T) {
 			if tc.wantSample == 0 {
 				if st.RTTSamples != 0 {
 					t.Fatalf("ambiguous ACK gave a sample: %+v", r)
+				}
+				if c := a.conn(h); c.snd.una != c.snd.nxtSeq {
+					t.Fatal("the ACK acknowledged nothing")
 				}
 				return
 			}

@@ -92,7 +92,8 @@ func (d *pktDesc) rttSample(h *Header, now Time) (m Time, spurious, ok bool) {
 		return now - d.sentAt, d.rtoLost, true
 	}
 	if d.karn == karnMany || h.Flags&FlagAckMore != 0 {
-		// a merged ACK (FlagAckMore) echoes one path for several packets
+		// an ACK from a merged frame's bitmap (FlagAckMore, handleAck)
+		// has no echoed path of its own
 		return 0, false, false
 	}
 	switch {
