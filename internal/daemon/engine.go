@@ -249,8 +249,9 @@ func (t *EngineTransport) Write(id ConnID, p []byte, fin bool) (int, error) {
 	if c == nil {
 		return 0, ndp.ErrInvalidHandle
 	}
-	n, err := c.Write(p, fin, t.now) // FIN only once all of p is in (engine Conn.Write)
-	return n, notNow(err)
+	// Queued, not sent: the core loop writes each application frame in
+	// turn and its next Poll sends them all as full packets in one batch.
+	return c.WriteQueued(p, fin)
 }
 
 func (t *EngineTransport) CloseWrite(id ConnID) error {

@@ -29,7 +29,10 @@ type Transport interface {
 	Dial(remote netip.AddrPort, opts DialOptions) (id ConnID, pending bool, err error)
 	// Write copies as much of p as fits into c's send buffer; with fin and
 	// all of p taken, the write side is closed after p (as CloseWrite), so
-	// a short last message and its FIN can leave in one packet.
+	// a short last message and its FIN can leave in one packet. The data
+	// may wait for the next Poll to be sent (the core polls after every
+	// batch of writes), so a batch leaves as full packets, not one short
+	// packet per application frame.
 	Write(c ConnID, p []byte, fin bool) (int, error)
 	// CloseWrite queues a FIN after the data written so far.
 	CloseWrite(c ConnID) error

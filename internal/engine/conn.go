@@ -208,6 +208,29 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 	}
 }
 
+// WriteQueued copies as much of p as fits into the send buffer, without
+// blocking and without transmitting: the data leaves with the stack's next
+// Poll (or any call that transmits). With closeWrite and all of p taken, the
+// FIN is queued after p. It is for a caller that polls the stack itself and
+// writes many small buffers per poll (ndpd's core loop writes each
+// application frame): the poll then sends them as full packets in one
+// transmit batch, where Write sends each buffer at once, a short packet and
+// a kick per buffer.
+func (c *Conn) WriteQueued(p []byte, closeWrite bool) (int, error) {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := c.stateErrLocked(); err != nil {
+		return 0, err
+	}
+	now := s.clock()
+	n, err := s.ep.Write(c.h, p, now)
+	if err == nil && closeWrite && n == len(p) {
+		err = s.ep.CloseWrite(c.h, now)
+	}
+	return n, c.mapEndpointErr(err)
+}
+
 // CloseWrite closes the write side: the peer reads io.EOF after the data
 // written so far.
 func (c *Conn) CloseWrite() error {
