@@ -286,15 +286,7 @@ func TestAttachedBusyAndAdaptiveApps(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			m, err := l.RecvMessage(0)
-			if err != nil {
-				return
-			}
-			m.Reply(m.Data)
-		}
-	}()
+	echoServer(l, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	errc := make(chan error, 2)

@@ -25,15 +25,7 @@ func TestCollectorGathers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			m, err := l.RecvMessage(0)
-			if err != nil {
-				return
-			}
-			m.Reply(m.Data)
-		}
-	}()
+	echoServer(l, 0)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(a.Collector())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -20,15 +20,7 @@ func BenchmarkRecvMessageRPC(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			m, err := l.RecvMessage(0)
-			if err != nil {
-				return
-			}
-			m.Reply(m.Data)
-		}
-	}()
+	echoServer(l, 0)
 	req := make([]byte, 1024)
 	ctx := context.Background()
 	addr := addrB.String() + ":7"

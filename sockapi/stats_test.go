@@ -16,15 +16,7 @@ func TestStatsCountAnExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			m, err := l.RecvMessage(0)
-			if err != nil {
-				return
-			}
-			m.Reply(m.Data)
-		}
-	}()
+	echoServer(l, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req := bytes.Repeat([]byte{7}, 5000)
