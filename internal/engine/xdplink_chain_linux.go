@@ -41,7 +41,9 @@ func (l *XDPLink) receiveChains(frames [][]byte) int {
 		if j == i {
 			frames[k] = l.umem.Bytes(l.rx[i])
 		} else {
-			if k == len(l.rxBuf) {
+			// rxBuf[k] is the k-th frame's join buffer; single-descriptor
+			// frames before it took none, so it may be several short.
+			for len(l.rxBuf) <= k {
 				l.rxBuf = append(l.rxBuf, make([]byte, 0, l.frameCap))
 			}
 			b := l.rxBuf[k][:0]
