@@ -426,6 +426,18 @@ type transferLog struct {
 	errAt time.Time
 }
 
+// awaitBytes returns once the receiver has n bytes or done is closed (the
+// receiver ended), polling every 100 µs.
+func (l *transferLog) awaitBytes(n int64, done <-chan struct{}) {
+	for l.n.Load() < n {
+		select {
+		case <-done:
+			return
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+}
+
 type readMark struct {
 	at time.Time
 	n  int64
@@ -520,14 +532,7 @@ func (e *faultEnv) outageTransfer(t string, d time.Duration) faultRow {
 	}()
 	// the outage, once a quarter has arrived
 	var down, up time.Time
-	for log.n.Load() < e.o.size/4 {
-		select {
-		case <-done:
-		case <-time.After(100 * time.Microsecond):
-			continue
-		}
-		break
-	}
+	log.awaitBytes(e.o.size/4, done)
 	if log.n.Load() < e.o.size {
 		down = time.Now()
 		if err := e.setLink(false); err != nil {
@@ -612,14 +617,7 @@ func (e *faultEnv) pastUserTimeout(t string) faultRow {
 		}
 		sendRes <- result{err, time.Now()}
 	}()
-	for log.n.Load() < e.o.size/4 {
-		select {
-		case <-done:
-		case <-time.After(100 * time.Microsecond):
-			continue
-		}
-		break
-	}
+	log.awaitBytes(e.o.size/4, done)
 	down := time.Now()
 	if err := e.setLink(false); err != nil {
 		row.Outcome = err.Error()

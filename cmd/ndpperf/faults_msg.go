@@ -89,15 +89,7 @@ func (e *faultEnv) openMsgService(t string, readTimeout time.Duration) (*msgServ
 			ss.Close()
 			return nil, err
 		}
-		go func() {
-			for {
-				m, err := l.RecvMessage(msgLimit)
-				if err != nil {
-					return
-				}
-				m.Reply(m.Data)
-			}
-		}()
+		go echoMessages(l)
 		addr := e.pair.Veth.B.Addr.Addr().String() + ":7"
 		return &msgService{
 			call: func(ctx context.Context, req []byte) ([]byte, error) { return cs.Call(ctx, addr, req) },
@@ -421,15 +413,7 @@ func (e *faultEnv) stalledFlood(t string) faultRow {
 	if err := l.SetMessageConfig(sockapi.MessageConfig{ReadTimeout: msgReadTimeout}); err != nil {
 		return fail(err)
 	}
-	go func() {
-		for {
-			m, err := l.RecvMessage(msgLimit)
-			if err != nil {
-				return
-			}
-			m.Reply(m.Data)
-		}
-	}()
+	go echoMessages(l)
 	addr := "10.206.0.1:7"
 	svc := &msgService{call: func(ctx context.Context, req []byte) ([]byte, error) { return good.Call(ctx, addr, req) }}
 	callBatch(svc, 20) // warm up: neighbour entries, buffers
@@ -568,4 +552,16 @@ func runStallPeer(args []string) error {
 	b, _ := json.Marshal(res)
 	fmt.Println(string(b))
 	return nil
+}
+
+// echoMessages answers every message on l (up to msgLimit bytes) with its
+// bytes until RecvMessage fails.
+func echoMessages(l *sockapi.Listener) {
+	for {
+		m, err := l.RecvMessage(msgLimit)
+		if err != nil {
+			return
+		}
+		m.Reply(m.Data)
+	}
 }

@@ -164,15 +164,8 @@ func (s *Sim) pop() evKey {
 		h[i] = h[m]
 		i = m
 	}
-	for i > 0 {
-		p := (i - 1) / 4
-		if !k.before(&h[p]) {
-			break
-		}
-		h[i] = h[p]
-		i = p
-	}
 	h[i] = k
+	s.up(i)
 	return top
 }
 
