@@ -167,6 +167,12 @@ type incastResult struct {
 	// TCP is the kernel's TCP counters summed over every namespace over the
 	// measured rounds (kernel TCP only).
 	TCP *tcpCounters `json:"tcp_counters,omitempty"`
+	// CPUMsPerRound is the CPU time of this process (every thread: stacks,
+	// switch, and the kernel's work inside their system calls, such as a
+	// veth transmit that runs the peer's XDP program) per measured round
+	// (testbed only). Over the CPUs it bounds how short a round the machine
+	// allows.
+	CPUMsPerRound float64 `json:"process_cpu_ms_per_round,omitempty"`
 
 	roundsMs []float64 // each measured round's completion in ms, in round order, for --plot
 }
@@ -269,6 +275,9 @@ func printIncast(out incastOutput, asJSON bool) error {
 			c := r.Switch
 			fmt.Printf("%s through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; client port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps\n",
 				r.Transport, c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps)
+		}
+		if r.CPUMsPerRound > 0 {
+			fmt.Printf("%s: this process used %.1f CPU ms per round (spinning included; %d CPUs)\n", r.Transport, r.CPUMsPerRound, out.CPUs)
 		}
 		if r.TCP != nil {
 			fmt.Printf("%s kernel counters: retransmitted segments %d, timeouts %d, fast retransmits %d\n", r.Transport, r.TCP.RetransSegs, r.TCP.Timeouts, r.TCP.FastRetrans)
@@ -420,6 +429,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	rtt := rtts[len(rtts)/2]
 	var stopProf func() error
 	var profErr error
+	var cpuBefore time.Duration
 	ndpTimes, err := incastRounds(k, o.rounds, func(i int) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -432,6 +442,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}, func() {
 		before = snapshot()
 		swBefore = switchSnap()
+		cpuBefore = processCPU()
 		stopProf, profErr = o.prof.start()
 	})
 	if err == nil {
@@ -447,6 +458,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}
 	after := snapshot()
 	r := incastSummary("ndp", k, size, ndpTimes)
+	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(ndpTimes))
 	if sw != nil {
 		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
 	}
@@ -529,11 +541,13 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}, func() {
 		swBefore = switchSnap()
 		tcpBefore = tcpSnap()
+		cpuBefore = processCPU()
 	})
 	if err != nil {
 		return out, fmt.Errorf("tcp: %w", err)
 	}
 	r = incastSummary("tcp", k, size, tcpTimes)
+	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(tcpTimes))
 	if sw != nil {
 		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
 	}

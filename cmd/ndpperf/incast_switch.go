@@ -6,11 +6,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
+	"golang.org/x/sys/unix"
 )
 
 // incastHost is one namespace of the incast and its addressed link.
@@ -184,4 +186,14 @@ func (o incastOpts) commodityTrim() sockapi.CommodityTrim {
 	}
 	d := softswitch.DefaultCommodity()
 	return sockapi.CommodityTrim{DataDSCP: d.DataDSCP, ControlDSCP: d.ControlDSCP, TrimDSCPs: []uint8{d.TrimDSCP}}
+}
+
+// processCPU is the CPU time (user + system) this process's threads have
+// used so far; zero if getrusage fails.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -106,6 +106,8 @@ func (s *Switch) Run() error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	addProc()
+	defer releaseProc()
 	// Wakeups at emulated departure times want microseconds, not the default
 	// 50 µs timer slack.
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
@@ -165,6 +167,31 @@ func (s *Switch) Run() error {
 	}
 	s.publish()
 	return nil
+}
+
+// procs guards the GOMAXPROCS adjustment of running switches.
+var procs sync.Mutex
+
+// addProc raises GOMAXPROCS by one for a Run loop, and releaseProc lowers it
+// again when the loop ends. The loop's thread holds a P of the Go runtime
+// whenever it runs Go code and also while it sleeps in ppoll(2) or kicks a
+// transmit: the runtime takes a P back from a thread in a system call only
+// when sysmon notices, and sysmon's period grows to 10 ms. In a process that
+// also runs the stacks of a testbed (ndpperf), a switch on one P of two left
+// the stacks one, and goroutines with frames to handle waited milliseconds
+// for it (docs/datapath.md, "the incast through ndpswitch"). With the extra P
+// the switch's thread takes CPU from the rest only as an OS thread does,
+// as a switch process of its own would.
+func addProc() {
+	procs.Lock()
+	defer procs.Unlock()
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+}
+
+func releaseProc() {
+	procs.Lock()
+	defer procs.Unlock()
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-1, 1))
 }
 
 // departAll carries frames across the internal leaf-spine links, transmits
