@@ -39,6 +39,7 @@ type Endpoint struct {
 	stats         Stats
 
 	pullShortfall int // bytes pulled packets arrived short of a full frame (TakePullShortfall)
+	unpulledBytes int // wire bytes of DATA that arrived without a PULL (TakeUnpulledBytes)
 
 	seeds rttSeeds // endpoint-level RTT estimates that seed new connections (rtt.go)
 }
@@ -51,6 +52,19 @@ type Endpoint struct {
 func (e *Endpoint) TakePullShortfall() int {
 	n := e.pullShortfall
 	e.pullShortfall = 0
+	return n
+}
+
+// TakeUnpulledBytes returns, and resets, the wire bytes (frame plus
+// WireOverhead) of the DATA packets that arrived since the last call without a
+// PULL having asked for them: first-RTT windows, an RPC's request or response,
+// retransmissions after a timeout. They share the downlink the host's pull pacer
+// fills with pulled packets; handing it these bytes (pullpacer.PullQueue.Charge)
+// keeps pulled and pushed traffic together at the pacer's rate. Call it before
+// draining the events of the same packets.
+func (e *Endpoint) TakeUnpulledBytes() int {
+	n := e.unpulledBytes
+	e.unpulledBytes = 0
 	return n
 }
 

@@ -205,11 +205,15 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	}
 	e.stats.DataIn++
 	e.stats.BytesIn += uint64(n)
-	if h.Flags&FlagPulled != 0 && n < e.mss {
+	switch {
+	case h.Flags&FlagPulled == 0:
+		// Pushed, not pulled: it took link time the pacer did not schedule.
+		e.unpulledBytes += n + HeaderOverhead + WireOverhead
+	case n < e.mss:
 		// This packet used one slot of the host's pull pacer, which spaces PULLs
 		// for full frames: remember how much of the slot it left idle. Counted
 		// only for new in-window data of a live connection, so duplicates and
-		// strangers cannot speed the pacer up.
+		// strangers cannot speed the pacer up (nor slow it down).
 		e.pullShortfall += e.mss - n
 	}
 	grew := r.store(h.Offset, f.Payload)

@@ -59,6 +59,11 @@ const DefaultPort uint16 = 6420
 // headers in front of the payload of every frame.
 const HeaderOverhead = ethHeaderLen + ipv4HeaderLen + udpHeaderLen + NDPHeaderLen
 
+// WireOverhead is the bytes an Ethernet frame occupies on the wire beyond the
+// frame itself: preamble and start delimiter (8), FCS (4), inter-frame gap (12).
+// The pull pacer's PULL spacing counts them.
+const WireOverhead = 24
+
 // ipOverhead is the part of HeaderOverhead that counts against the IPv4 MTU.
 const ipOverhead = ipv4HeaderLen + udpHeaderLen + NDPHeaderLen
 

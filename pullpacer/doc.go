@@ -13,6 +13,7 @@
 //	bytes delivered so far            --Progress(h, n)-----> D3 remaining size
 //	connection gone                   --Remove(h)
 //	pulled packets came back short    --Refund(now, bytes)-> next release moves earlier
+//	DATA arrived that no PULL asked   --Charge(now, bytes)-> next release moves later
 //	Next(now) -> h, true   when a pull is due: the caller sends a PULL for h
 //	NextAt()  -> t         when to call Next again
 //	PollQuenched() -> h    D3 says h cannot make its deadline: fail it fast
@@ -20,7 +21,8 @@
 // Pulls are counts per connection, not queue entries, so 10,000 connections with any
 // backlog cost a fixed table. Releases are spaced PullBytes x 8 / (Gamma x LinkRate)
 // apart, so the data they elicit arrives at Gamma times the link rate (HULL-style
-// headroom keeps the downlink queue empty). If the caller comes back late (a stall), at
+// headroom keeps the downlink queue empty); DATA that arrives unpulled is charged
+// to the same clock, so pulled and pushed traffic together keep to that rate. If the caller comes back late (a stall), at
 // most MaxBurst pulls go back to back and the remaining missed slots are dropped, not
 // bunched. Which connection is served depends on the Policy: round robin (fair, and a
 // sender-limited connection never wastes slots because it is only in the round while

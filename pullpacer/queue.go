@@ -29,6 +29,7 @@ type QueueStats struct {
 	LateSlots     uint64 // pull slots lost because Next was called late (after a stall) beyond MaxBurst
 	Reallocations uint64 // D3 allocations computed
 	RefundedBytes uint64 // wire bytes of link time given back by Refund (pulled packets shorter than PullBytes)
+	ChargedBytes  uint64 // wire bytes of link time taken by Charge (DATA that arrived unpulled)
 	Conns         int    // connections tracked now
 	Pending       int64  // pulls queued now
 }

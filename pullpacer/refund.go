@@ -28,3 +28,32 @@ func (q *PullQueue) Refund(now ndp.Time, bytes int) {
 	}
 	q.stats.RefundedBytes += uint64(bytes)
 }
+
+// Charge takes link time that arrivals no PULL scheduled used from the pull
+// clock. The queue spaces PULLs so that pulled packets fill γ × LinkRate; a
+// DATA packet that arrives unpulled (a first-RTT window, an RPC's request or
+// response, a retransmission after a timeout) shares the same downlink, and
+// without a charge pulled and pushed traffic together exceed γ × LinkRate, so
+// the queue before the receiver builds however small γ is (HULL's headroom
+// spent on pushes). bytes is the wire bytes of such packets since the last call
+// (ndp.Endpoint.TakeUnpulledBytes). The release clock moves later by
+// bytes × 8 / (γ × LinkRate), but never past now plus MaxBurst intervals. An
+// empty queue ignores charges: the pushed packets found no pulled traffic to
+// collide with. Call it before Add takes the pulls the same packets owe, so
+// the first packets of an idle receiver are not charged.
+func (q *PullQueue) Charge(now ndp.Time, bytes int) {
+	if bytes <= 0 || q.total == 0 || q.drained {
+		return
+	}
+	q.stats.ChargedBytes += uint64(bytes)
+	ceil := now + ndp.Time(int64(q.cfg.MaxBurst)*q.iv.ns)
+	if q.next >= ceil {
+		return
+	}
+	total := q.nextPs + int64(float64(bytes)*8*1e12/q.cfg.capacity()+0.5)
+	q.next += ndp.Time(total / 1000)
+	q.nextPs = total % 1000
+	if q.next >= ceil {
+		q.next, q.nextPs = ceil, 0
+	}
+}

@@ -72,3 +72,63 @@ func TestRefundKeepsLinkBusyWithShortPackets(t *testing.T) {
 		t.Fatalf("released %d pulls in 1 ms, want about 812", released)
 	}
 }
+
+func TestChargeMovesNextReleaseLater(t *testing.T) {
+	// 1538-byte pulls at 100 Mb/s, gamma 0.95: one per 129,515.8 ns.
+	q, err := NewPullQueue(QueueConfig{LinkRate: 100e6, PullBytes: 1538, Gamma: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An idle queue ignores charges: nothing pulled shares the link.
+	q.Charge(0, 1538)
+	if q.Stats().ChargedBytes != 0 {
+		t.Fatal("empty queue took a charge")
+	}
+	q.Add(1, 10)
+	if _, ok := q.Next(0); !ok {
+		t.Fatal("first pull not released at once")
+	}
+	at, _ := q.NextAt()
+	if at != 129515 {
+		t.Fatalf("next at %d, want 129515", at)
+	}
+	// A 1,130-byte RPC response arrived unpulled: 95,157.9 ns of link at gamma x rate.
+	q.Charge(1000, 1130)
+	if at2, _ := q.NextAt(); at2 != 129515+95158 {
+		t.Fatalf("after charge next at %d, want %d", at2, 129515+95158)
+	}
+	// A charge never holds the clock past now + MaxBurst (2) intervals.
+	q.Charge(2000, 1_000_000)
+	if at3, _ := q.NextAt(); at3 != 2000+2*129515 {
+		t.Fatalf("after an oversized charge next at %d, want %d", at3, 2000+2*129515)
+	}
+	if got := q.Stats().ChargedBytes; got != 1_001_130 {
+		t.Fatalf("ChargedBytes %d", got)
+	}
+}
+
+func TestChargeKeepsPulledPlusPushedAtGammaRate(t *testing.T) {
+	// One unpulled 1,130-byte packet arrives for every ten pulls: with charges the
+	// pulled packets leave room for it, so pulled + pushed wire bytes stay at
+	// gamma x link (95 Mb/s of 100) instead of 95 + 8.
+	q, _ := NewPullQueue(QueueConfig{LinkRate: 100e6, PullBytes: 1538, Gamma: 0.95})
+	q.Add(1, 1_000_000)
+	now := ndp.Time(0)
+	released, pushed := 0, 0
+	for now < 1e9 {
+		if _, ok := q.Next(now); ok {
+			released++
+			if released%10 == 0 {
+				pushed++
+				q.Charge(now, 1130)
+			}
+			continue
+		}
+		at, _ := q.NextAt()
+		now = max(at, now+1)
+	}
+	mbps := float64(released*1538+pushed*1130) * 8 / 1e6
+	if mbps < 94 || mbps > 96 {
+		t.Fatalf("pulled + pushed %.1f Mb/s over 1 s, want 95 (gamma x link)", mbps)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
 
@@ -109,6 +110,16 @@ type hullResult struct {
 	PhantomMarks uint64 `json:"phantom_marks"`
 	Trimmed      uint64 `json:"trimmed"`
 	MaxDataDepth int    `json:"max_data_frames"`
+	// NDPArrivals are the NDP frames offered to host 0's port over the RPC
+	// windows; MeanDataAhead the mean data frames each found queued there;
+	// MarkedFraction the phantom queue's marks over the port's departures.
+	NDPArrivals    uint64  `json:"ndp_arrivals"`
+	MeanDataAhead  float64 `json:"mean_data_frames_ahead"`
+	MarkedFraction float64 `json:"phantom_marked_fraction"`
+	// The stacks' counters over the RPC windows: host 0 (bulk receiver and
+	// RPC client) and host 2 (bulk sender).
+	Receiver ndpCounters `json:"receiver"`
+	Sender   ndpCounters `json:"bulk_sender"`
 }
 
 type hullOutput struct {
@@ -140,9 +151,13 @@ func runHULL(args []string) error {
 		return printJSON(out)
 	}
 	fmt.Printf("HULL on ndpswitch: %s\n", out.Setup)
-	fmt.Printf("%-6s %9s %9s %9s %10s %9s %13s %8s %9s\n", "gamma", "rpc_p50us", "rpc_p90us", "rpc_p99us", "bulk_Mb/s", "fraction", "phantom_marks", "trimmed", "max_data")
+	fmt.Printf("%-6s %9s %9s %9s %10s %9s %13s %8s %9s %10s\n", "gamma", "rpc_p50us", "rpc_p90us", "rpc_p99us", "bulk_Mb/s", "fraction", "phantom_marks", "trimmed", "max_data", "mean_ahead")
 	for _, r := range out.Results {
-		fmt.Printf("%-6.3g %9.0f %9.0f %9.0f %10.1f %9.3f %13d %8d %9d\n", r.Gamma, r.RPC.P50us, r.RPC.P90us, r.RPC.P99us, r.BulkMbps, r.BulkFraction, r.PhantomMarks, r.Trimmed, r.MaxDataDepth)
+		fmt.Printf("%-6.3g %9.0f %9.0f %9.0f %10.1f %9.3f %13d %8d %9d %10.2f\n", r.Gamma, r.RPC.P50us, r.RPC.P90us, r.RPC.P99us, r.BulkMbps, r.BulkFraction, r.PhantomMarks, r.Trimmed, r.MaxDataDepth, r.MeanDataAhead)
+	}
+	for _, r := range out.Results {
+		r.Receiver.print(os.Stdout, fmt.Sprintf("gamma %.3g receiver", r.Gamma))
+		r.Sender.print(os.Stdout, fmt.Sprintf("gamma %.3g bulk sender", r.Gamma))
 	}
 	if out.P99Ratio > 0 {
 		fmt.Printf("last / first gamma: rpc p99 %.2f, bulk %.3f\n", out.P99Ratio, out.BulkRatio)
@@ -152,14 +167,14 @@ func runHULL(args []string) error {
 
 func hullTestbed(o hullOpts) (hullOutput, error) {
 	out := hullOutput{LinkBps: o.link, PhantomGamma: o.phantom, Size: o.size, CPUs: runtime.NumCPU()}
-	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
+	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (Ethernet wire bytes, 8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
 		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto, o.hostQ)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
 	}
 	defer tb.Close()
-	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link, HostQueue: o.hostQ,
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link, HostQueue: o.hostQ, FrameOverhead: ndp.WireOverhead,
 		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link), PhantomThreshold: 1000}}})
 	if err != nil {
 		return out, err
@@ -167,22 +182,28 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	rtts := make([][]time.Duration, len(o.gammas))
 	bulk := make([][]float64, len(o.gammas))
 	res := make([]hullResult, len(o.gammas))
+	ahead, departures := make([]uint64, len(o.gammas)), make([]uint64, len(o.gammas))
 	for r := 0; r < o.rounds; r++ {
 		for gi, g := range o.gammas {
 			n := o.n / o.rounds
 			if r == o.rounds-1 {
 				n = o.n - n*(o.rounds-1)
 			}
-			t, mbps, d, err := hullTurn(star, o, g, n)
+			t, err := hullTurn(star, o, g, n)
 			if err != nil {
 				return out, fmt.Errorf("gamma %v turn %d: %w", g, r+1, err)
 			}
-			rtts[gi] = append(rtts[gi], t...)
-			bulk[gi] = append(bulk[gi], mbps)
-			p := d.Ports[0].NDP
-			res[gi].PhantomMarks += p.PhantomMarks
-			res[gi].Trimmed += p.Trimmed
-			res[gi].MaxDataDepth = max(res[gi].MaxDataDepth, p.MaxDataDepth)
+			rtts[gi] = append(rtts[gi], t.rtts...)
+			bulk[gi] = append(bulk[gi], t.bulkMbps)
+			p := t.sw.Ports[0]
+			res[gi].PhantomMarks += p.NDP.PhantomMarks
+			res[gi].Trimmed += p.NDP.Trimmed
+			res[gi].MaxDataDepth = max(res[gi].MaxDataDepth, p.NDP.MaxDataDepth)
+			res[gi].NDPArrivals += p.NDP.Arrivals
+			ahead[gi] += p.NDPDataAhead
+			departures[gi] += p.NDP.Departures
+			res[gi].Receiver = res[gi].Receiver.add(t.receiver)
+			res[gi].Sender = res[gi].Sender.add(t.sender)
 		}
 	}
 	for gi, g := range o.gammas {
@@ -191,6 +212,12 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 		res[gi].RPC = summarize("ndp", rtts[gi], 0, "")
 		res[gi].BulkMbps = bulk[gi][len(bulk[gi])/2]
 		res[gi].BulkFraction = res[gi].BulkMbps * 1e6 / float64(o.link)
+		if res[gi].NDPArrivals > 0 {
+			res[gi].MeanDataAhead = float64(ahead[gi]) / float64(res[gi].NDPArrivals)
+		}
+		if departures[gi] > 0 {
+			res[gi].MarkedFraction = float64(res[gi].PhantomMarks) / float64(departures[gi])
+		}
 	}
 	out.Results = res
 	if first, last := res[0], res[len(res)-1]; len(res) > 1 && first.RPC.P99us > 0 && first.BulkMbps > 0 {
@@ -200,12 +227,20 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	return out, nil
 }
 
+// hullTurnResult is one turn of one gamma: the RPCs' round trips, the bulk
+// rate over them, and the switch's and the stacks' counters over them.
+type hullTurnResult struct {
+	rtts             []time.Duration
+	bulkMbps         float64
+	sw               softswitch.Stats
+	receiver, sender ndpCounters
+}
+
 // hullTurn opens the three stacks with pull rate gamma x link, starts the bulk
-// transfer, runs n RPCs once it flows, and returns their round trips, the
-// bulk rate over them and the switch's counters over them. Port 0's
-// MaxDataDepth is its high-water mark since the switch started.
-func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.Duration, float64, softswitch.Stats, error) {
-	var zero softswitch.Stats
+// transfer, runs n RPCs once it flows, and returns what hullTurnResult holds.
+// Port 0's MaxDataDepth is its high-water mark since the switch started.
+func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) (hullTurnResult, error) {
+	var zero hullTurnResult
 	stacks := make([]*sockapi.Stack, 3)
 	defer func() {
 		for _, s := range stacks {
@@ -217,14 +252,14 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.D
 	for i, h := range star.Hosts {
 		s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.link, Gamma: gamma, RTO: o.rto})
 		if err != nil {
-			return nil, 0, zero, err
+			return zero, err
 		}
 		stacks[i] = s
 	}
 	deadline := time.Now().Add(time.Minute)
 	rpcL, err := stacks[1].Listen(rpcNDPPort)
 	if err != nil {
-		return nil, 0, zero, err
+		return zero, err
 	}
 	defer rpcL.Close()
 	resp := make([]byte, o.size)
@@ -242,7 +277,7 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.D
 	}()
 	bulkL, err := stacks[0].Listen(9)
 	if err != nil {
-		return nil, 0, zero, err
+		return zero, err
 	}
 	defer bulkL.Close()
 	bulkL.SetDeadline(deadline)
@@ -302,6 +337,7 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.D
 	}
 	time.Sleep(20 * time.Millisecond)
 	before := star.Switch.Stats()
+	recv0, send0 := stackCounters(stacks[0]), stackCounters(stacks[2])
 	b0, t0 := got.Load(), time.Now()
 	rpcAddr := sockapi.Addr{IP: star.Hosts[1].Link.Addr.Addr(), Port: rpcNDPPort}
 	req, buf := make([]byte, o.size), make([]byte, o.size)
@@ -323,12 +359,14 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) ([]time.D
 		rtts = append(rtts, d)
 	}
 	b1, t1 := got.Load(), time.Now()
+	res := hullTurnResult{rtts: rtts, bulkMbps: float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6,
+		receiver: stackCounters(stacks[0]).sub(recv0), sender: stackCounters(stacks[2]).sub(send0)}
 	time.Sleep(5 * time.Millisecond) // the switch publishes within a millisecond
-	delta := star.Switch.Stats().Sub(before)
+	res.sw = star.Switch.Stats().Sub(before)
 	stop.Store(true)
 	wg.Wait()
 	if err := errors.Join(rpcErr, errs[0], errs[1]); err != nil {
-		return nil, 0, zero, err
+		return zero, err
 	}
-	return rtts, float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6, delta, nil
+	return res, nil
 }

@@ -37,5 +37,10 @@ func TestHULLTestbed(t *testing.T) {
 		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 {
 			t.Errorf("gamma %v: %+v", r.Gamma, r)
 		}
+		// The switch saw the bulk and the responses at host 0's port, and
+		// the stacks' counters cover the same window.
+		if r.NDPArrivals == 0 || r.Receiver.DataIn == 0 || r.Sender.PulledOut == 0 || r.Receiver.PullsOut == 0 {
+			t.Errorf("gamma %v: counters %+v", r.Gamma, r)
+		}
 	}
 }

@@ -65,6 +65,7 @@ func run(args []string) error {
 		degrade = append(degrade, softswitch.LinkRate{Leaf: l, Spine: sp, Up: int64(r), Down: int64(r)})
 		return nil
 	})
+	frameOverhead := fs.Int("frame-overhead", 0, "bytes each frame occupies on an emulated link beyond its length (24: Ethernet preamble, FCS and gap, as the NDP pull pacers count; 0: none)")
 	hostQ := fs.Int("host-queue", 0, "emulate each host's link into the switch at -rate with a NIC queue of this many frames (0: off)")
 	rate := fs.String("rate", "10G", "emulated rate of every port, bits/s (e.g. 1G, 10G, 25G)")
 	dataQ := fs.Int("data-queue", 8, "NDP data queue per port, packets")
@@ -103,7 +104,7 @@ func run(args []string) error {
 		Commodity: softswitch.CommodityConfig{TrimSize: *trimSize, DataDSCP: uint8(*dataDSCP),
 			ControlDSCP: uint8(*ctlDSCP), TrimDSCP: uint8(*trimDSCP)},
 	}
-	cfg.Spines, cfg.LinkRates, cfg.HostQueue = *spines, degrade, *hostQ
+	cfg.Spines, cfg.LinkRates, cfg.HostQueue, cfg.FrameOverhead = *spines, degrade, *hostQ, *frameOverhead
 	if *spineRate != "" {
 		r, err := units.ParseRate(*spineRate)
 		if err != nil {

@@ -68,14 +68,14 @@ func TestGoldenResults(t *testing.T) {
 		want  string
 		build func(t *testing.T, bytes bool) (*Network, []*Flow)
 	}{
-		{"star incast 7x300KB", "4775da4705c779206447cad5", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star incast 7x300KB", "d15a155e3c1ea169caadbf1b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			st, err := NewStar(withHosts(paperStar(9000), 8, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3, 4, 5, 6, 7}, 0, 300_000)
 		}},
-		{"star incast 40x135KB bounces", "7107c57d3a2e6787fc16cb8c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star incast 40x135KB bounces", "0e194e78e32198a6b08e49c3", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(9000)
 			cfg.Fabric.HeaderQueueBytes = 2000
 			st, err := NewStar(withHosts(cfg, 41, bytes))
@@ -88,7 +88,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows(src, 0, 135_000)
 		}},
-		{"star faulty transfer 1500", "552c1cda8646b94272f941ea", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star faulty transfer 1500", "2756ffed8bb154cf1a727a8d", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Endpoint.RTO = 200 * time.Microsecond
 			cfg.Faults = Faults{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
@@ -98,7 +98,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1}, 0, 1_000_000)
 		}},
-		{"star hull gamma 0.9 phantom", "58bded2716c4d16760145cec", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star hull gamma 0.9 phantom", "ba430d5f2e6d05b6ff6e39ee", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Gamma: 0.9}
 			cfg.Fabric.PhantomRate = 0.9 * cfg.LinkRate
@@ -108,7 +108,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3}, 0, 500_000)
 		}},
-		{"star d3 deadlines", "06cbdf1e96205ce2bd5271c8", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star d3 deadlines", "dd6c9d6641ab3b30f15b14d0", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}
 			st, err := NewStar(withHosts(cfg, 9, bytes))
@@ -125,13 +125,13 @@ func TestGoldenResults(t *testing.T) {
 		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "ea6f1c194b06c3a40b928297", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "c0842c768162e99fcf8672b5", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash, bytes)
 		}},
-		{"fattree k4 permutation random", "542366cd17335697d35a70f1", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation random", "82702211b9058f8522003b7c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPRandom, bytes)
 		}},
-		{"fattree k4 incast 15x135KB", "a5ea695399d76c6b49e3ab01", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 incast 15x135KB", "cb6461e88983ee044da4ae16", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			ft := fatTree(4, ECMPHash)
 			ft.Params.CheckBytes = bytes
 			c, err := NewClos(ft)

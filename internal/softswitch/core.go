@@ -25,6 +25,10 @@ type PortStats struct {
 	// NDP is the port's NDP queue (internal/fabric's counters; for the commodity
 	// personality the same fields count the commodity queues).
 	NDP fabric.Stats `json:"ndp"`
+	// NDPDataAhead sums, over the NDP frames offered to the port, the data
+	// frames queued there when each arrived: over NDP.Arrivals, the mean
+	// queue an NDP frame meets (HULL's measure of a port kept empty).
+	NDPDataAhead uint64 `json:"ndp_data_ahead"`
 	// Other counts the drop-tail queue of every other frame.
 	OtherArrivals uint64 `json:"other_arrivals"`
 	OtherDrops    uint64 `json:"other_drops"`
@@ -89,6 +93,7 @@ func (s Stats) Sub(old Stats) Stats {
 		p.NDP.Bounced -= o.NDP.Bounced
 		p.NDP.Dropped -= o.NDP.Dropped
 		p.NDP.PhantomMarks -= o.NDP.PhantomMarks
+		p.NDPDataAhead -= o.NDPDataAhead
 		p.OtherArrivals -= o.OtherArrivals
 		p.OtherDrops -= o.OtherDrops
 		p.OtherMarks -= o.OtherMarks
@@ -116,11 +121,19 @@ type outPort struct {
 	other     ring
 	next      ndp.Time // when the emulated link is free for the next frame
 	turn      bool     // both classes backlogged: alternate, starting with NDP
-	down      bool
-	st        PortStats
+	// sent (external ports) holds frames the emulated link has already sent,
+	// taken off the queues before a later arrival (departDue), until the
+	// caller's depart hands them to the veth. Its capacity is every buffer the
+	// port's queues can hold, so it never grows.
+	sent [][]byte
+	down bool
+	st   PortStats
 }
 
 func (o *outPort) empty() bool { return o.ndp.Empty() && o.other.len() == 0 }
+
+// external reports whether o is a port to a host (its frames leave on a veth).
+func (o *outPort) external() bool { return o.peer < 0 }
 
 // nodeKind is the role of one emulated switch.
 type nodeKind uint8
@@ -193,7 +206,11 @@ func newCore(cfg Config) (*core, error) {
 		}
 		o.ndp = q
 		fc = q.Config()
-		n += fc.DataQueue + fc.HeaderQueueBytes/minFrame
+		held := cfg.OtherQueue + fc.DataQueue + fc.HeaderQueueBytes/minFrame
+		n += held - cfg.OtherQueue
+		if peer < 0 {
+			o.sent = make([][]byte, 0, held)
+		}
 		o.other.init(cfg.OtherQueue)
 		c.ports = append(c.ports, o)
 		return nil
@@ -392,6 +409,7 @@ func (c *core) enqueue(p int, f []byte, now ndp.Time) {
 		c.put(f)
 		return
 	}
+	c.departDue(o, now)
 	if o.empty() && o.next < now {
 		o.next = now
 	}
@@ -410,6 +428,8 @@ func (c *core) enqueue(p int, f []byte, now ndp.Time) {
 		o.st.OtherMaxDepth = max(o.st.OtherMaxDepth, d+1)
 		return
 	}
+	ahead, _ := o.ndp.Len()
+	o.st.NDPDataAhead += uint64(ahead)
 	v, out, bounced, dropped := o.ndp.Enqueue(f, now)
 	switch v {
 	case fabric.Bounced:
@@ -441,6 +461,7 @@ func (c *core) returnToSender(sw int, f []byte, now ndp.Time) {
 		return
 	}
 	o := c.ports[c.toward(sw, int(q), f)]
+	c.departDue(o, now)
 	if o.empty() && o.next < now {
 		o.next = now
 	}
@@ -455,6 +476,9 @@ func (c *core) due(p int) (ndp.Time, bool) {
 	o := c.ports[p]
 	if o.flight != nil {
 		return o.flightAt, true
+	}
+	if len(o.sent) > 0 {
+		return 0, true
 	}
 	if o.empty() {
 		return 0, false
@@ -478,7 +502,7 @@ func (c *core) pop(o *outPort) ([]byte, bool) {
 	default:
 		return nil, false
 	}
-	o.next += ndp.Time(int64(len(f)) * o.psPerByte / 1000)
+	o.next += ndp.Time(int64(len(f)+c.cfg.FrameOverhead) * o.psPerByte / 1000)
 	return f, true
 }
 
@@ -487,10 +511,34 @@ func (c *core) pop(o *outPort) ([]byte, bool) {
 // caller transmits them and gives every buffer back with put.
 func (c *core) depart(p int, now ndp.Time, out [][]byte) [][]byte {
 	o := c.ports[p]
-	if o.next < now-c.maxLag {
-		o.next = now - c.maxLag // a late pass makes up at most CatchUp of link time
+	out = append(out, o.sent...)
+	clear(o.sent)
+	o.sent = o.sent[:0]
+	return c.popUntil(o, now, now+c.horizon, out)
+}
+
+// departDue takes off external port o's queues, into o.sent, the frames its
+// emulated link sends before t, the emulated time of an arrival about to be
+// queued there. A pass that runs late moves frames over the internal links
+// (host NICs, leaf-spine links) up to now before it departs the external
+// ports; without this, frames that reached a port at emulated times spread
+// over the late interval would all find it as full as at the interval's start,
+// and a queue that a real link kept short would fill and trim.
+func (c *core) departDue(o *outPort, t ndp.Time) {
+	if !o.external() || o.next > t || o.empty() {
+		return
 	}
-	for o.next <= now+c.horizon {
+	o.sent = c.popUntil(o, t, t, o.sent)
+}
+
+// popUntil appends to out the frames o's emulated link starts sending by
+// until, advancing its clock by each frame's serialisation time; at arrives
+// the link to at most CatchUp of link time behind at.
+func (c *core) popUntil(o *outPort, at, until ndp.Time, out [][]byte) [][]byte {
+	if o.next < at-c.maxLag {
+		o.next = at - c.maxLag // a late pass makes up at most CatchUp of link time
+	}
+	for o.next <= until {
 		f, ok := c.pop(o)
 		if !ok {
 			break
@@ -549,6 +597,11 @@ func (c *core) setDown(p int, now ndp.Time) {
 		return
 	}
 	o.down = true
+	for _, f := range o.sent {
+		c.put(f)
+	}
+	clear(o.sent)
+	o.sent = o.sent[:0]
 	for {
 		f, ok := o.ndp.Dequeue(now)
 		if !ok {

@@ -25,7 +25,11 @@
 // the veth is. Departures within Horizon (20 µs) of now go in one batch; a
 // pass that runs late (the thread was not scheduled) first sends what the links
 // would have sent meanwhile, up to CatchUp (500 µs) of link time, and only then
-// takes the frames that arrived. Idle, the loop spins Spin (20 µs)
+// takes the frames that arrived; a frame an internal link (a host NIC, a
+// leaf-spine link) delivers at an emulated time in that interval first lets
+// its output port send what it would have sent by then, so the port's queue
+// is as long as a real one's. A link counts FrameOverhead bytes per frame
+// beyond the frame (24 for Ethernet; 0 by default). Idle, the loop spins Spin (20 µs)
 // and then sleeps in ppoll(2) on every port's socket until the next departure is
 // due.
 //
