@@ -43,6 +43,44 @@ import (
 // sleepSlice, so a cancellation (a sockapi deadline) is seen within it.
 const sleepSlice = 2 * time.Millisecond
 
+// goschedEvery is how often a spinning waiter lets the other goroutines of
+// its process run (runtime.Gosched); between, it yields only the CPU.
+const goschedEvery = time.Millisecond
+
+// spinner is one waiter's spin: it lasts the spin window from its first
+// poll, and lets the process's other goroutines run (runtime.Gosched) once
+// per goschedEvery of spinning, not on every poll: runtime.Gosched on a
+// goroutine locked to its thread (a benchmark's pinned thread, an
+// application's polling thread) hands the P to another thread and back,
+// two thread wakeups (10-20 µs each on a 2-vCPU VM), which made a spinning
+// application's every wait slower than sleeping (docs/latency.md).
+type spinner struct {
+	start, lastGosched time.Time
+}
+
+// next reports, at now, whether the waiter still spins (window from its
+// first poll) and whether it should call runtime.Gosched this time.
+func (s *spinner) next(now time.Time, window time.Duration) (spin, gosched bool) {
+	if s.start.IsZero() {
+		s.start = now
+		if s.lastGosched.IsZero() {
+			s.lastGosched = now
+		}
+	}
+	if now.Sub(s.start) >= window {
+		return false, false
+	}
+	if now.Sub(s.lastGosched) >= goschedEvery {
+		s.lastGosched = now
+		return true, true
+	}
+	return true, false
+}
+
+// reset starts a new spin window (after a sleep or a park); the Gosched
+// clock carries on.
+func (s *spinner) reset() { s.start = time.Time{} }
+
 // pollLocked runs one batch over every ring this side consumes. pollMu held.
 func (c *Client) pollLocked() bool {
 	if c.dead {
@@ -67,7 +105,7 @@ func (c *Client) tryPoll() (polled, work bool) {
 // passes (os.ErrDeadlineExceeded). ch may be nil.
 func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan struct{}, deadline time.Time, cancel <-chan struct{}) error {
 	defer c.passToken()
-	var spinStart time.Time
+	var sp spinner
 	for {
 		select {
 		case <-c.gone:
@@ -87,12 +125,15 @@ func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan s
 			return errDeadline
 		}
 		if c.cfg.SpinFor > 0 {
-			if spinStart.IsZero() {
-				spinStart = now
-			}
-			if now.Sub(spinStart) < c.cfg.SpinFor {
-				runtime.Gosched() // other goroutines of this process
-				yieldCPU()        // other threads (the daemon) on this CPU
+			if spin, gosched := sp.next(now, c.cfg.SpinFor); spin {
+				// Give the CPU to other threads (the daemon's core loop,
+				// when it shares this CPU) with sched_yield, and to the
+				// other goroutines of this process only every
+				// goschedEvery (spinner).
+				yieldCPU()
+				if gosched {
+					runtime.Gosched()
+				}
 				continue
 			}
 		}
@@ -102,7 +143,7 @@ func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan s
 			if c.parked.Load() > 0 {
 				signalChan(c.tokFree)
 			}
-			spinStart = time.Time{}
+			sp.reset()
 			continue
 		}
 		// Someone else sleeps on the eventfd and polls for everybody.
@@ -116,7 +157,7 @@ func (c *Client) waitFor(ready func() bool, ch <-chan struct{}, closeCh <-chan s
 		if err != nil {
 			return err
 		}
-		spinStart = time.Time{}
+		sp.reset()
 	}
 }
 

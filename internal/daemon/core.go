@@ -498,6 +498,16 @@ func (c *Core) openSockets() int {
 // and returns. Adaptive polling: after SpinFor without work it sleeps on
 // every application's doorbell, the request doorbell and the transport's
 // descriptor, at most until the transport's next timer.
+//
+// One iteration: the applications' commands and data (written to the
+// transport), one transport Poll (receive, and transmit what was written),
+// connection events, then what each application gets (data, ends,
+// accepts) and its wakeup. An iteration that fed an application yields
+// the CPU once (handoff), and its Poll, when the applications gave it
+// nothing to send, deferred the ACKs of what it received: on two CPUs the
+// application shares its CPU with this loop, so it runs with its bytes
+// before the ACK's transmit kick is paid, and the ACK leaves with its
+// answer in one kick (docs/latency.md, "Through ndpd").
 func (c *Core) Run() error {
 	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("ndpd: core already running")
@@ -508,6 +518,7 @@ func (c *Core) Run() error {
 	lastWork := c.started
 	c.spin = max(c.cfg.SpinFor, 0)
 	c.stats.SpinWindow = c.spin
+	deferred := false // the last poll deferred transmits
 	for {
 		now := time.Now()
 		c.beat.Store(now.UnixNano())
@@ -525,20 +536,42 @@ func (c *Core) Run() error {
 			c.log.Info("drain finished", zap.Int("open_sockets", c.openSockets()))
 			return nil
 		}
-		if c.tr.Poll() {
+		// The applications' commands and data first, so that what they
+		// wrote leaves in this iteration's transmit batch.
+		fromApps := false
+		for i := 0; i < len(c.sessions); i++ {
+			s := c.sessions[i]
+			w := c.pollInput(s)
+			if s.dead {
+				i--
+				continue
+			}
+			fromApps = fromApps || w
+		}
+		work = work || fromApps
+		// A poll with nothing from the applications to send defers the
+		// ACKs its input produces (handoff, below); never twice in a row,
+		// so a core under steady input still sends them within one
+		// iteration.
+		deferTx := !fromApps && !deferred
+		deferred = false
+		if c.tr.Poll(deferTx) {
 			work = true
+			deferred = deferTx
 		}
 		if c.transportEvents() {
 			work = true
 		}
+		fed := false
 		for i := 0; i < len(c.sessions); i++ {
 			s := c.sessions[i]
-			w := c.pollSession(s)
+			w := c.pollOutput(s)
 			if s.dead {
 				i--
 				continue
 			}
 			if s.wake != 0 {
+				fed = true
 				if woke, _ := s.end.Notifier.NotifyMask(s.wake.mask()); woke {
 					s.counters.AppWakeups++
 				}
@@ -549,6 +582,13 @@ func (c *Core) Run() error {
 		c.stats.Loops++
 		if work {
 			lastWork = now
+			if fed {
+				// Handoff: an application this core shares a CPU with runs
+				// now, with what it was just given, before the next poll
+				// sends the deferred ACKs (with its answer, in one kick).
+				// Elsewhere the yield returns at once.
+				yieldCPU()
+			}
 			continue
 		}
 		if c.spin > 0 && now.Sub(lastWork) < c.spin {
@@ -588,6 +628,16 @@ func (c *Core) adaptSpin(slept time.Duration, input bool) {
 
 // pollSession runs one batch of every ring of s.
 func (c *Core) pollSession(s *session) bool {
+	w := c.pollInput(s)
+	if s.dead {
+		return true
+	}
+	return c.pollOutput(s) || w
+}
+
+// pollInput takes what s sent: commands, released frames, data on its TX
+// rings (written to the transport, sent by the Poll that follows).
+func (c *Core) pollInput(s *session) bool {
 	w := c.flushBacklog(s)
 	w = c.pollCommands(s) || w
 	if s.dead {
@@ -597,10 +647,13 @@ func (c *Core) pollSession(s *session) bool {
 	if s.dead {
 		return true
 	}
-	w = c.pollTX(s) || w
-	if s.dead {
-		return true
-	}
+	return c.pollTX(s) || w
+}
+
+// pollOutput gives s what it gets: queued events, received data and ends,
+// accepted connections.
+func (c *Core) pollOutput(s *session) bool {
+	w := c.flushBacklog(s)
 	w = c.pollRX(s) || w
 	if len(s.acceptQ) > 0 {
 		w = c.retryAccepts(s) || w

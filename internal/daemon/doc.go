@@ -111,6 +111,15 @@
 //
 // # Waiting and sleeping
 //
+// Each core iteration takes the applications' commands and data first,
+// then polls the transport once (receive; transmit what they wrote), then
+// gives each application what it gets. An iteration that fed an
+// application yields the CPU once, and when the applications gave it
+// nothing to send its poll deferred the ACKs of what it received to the
+// next poll: an application on the core's CPU runs with its bytes first,
+// and its answer leaves with the ACK in one transmit kick (one sendto per
+// RPC and side instead of two).
+//
 // The core polls adaptively: it spins (Config.SpinFor, 50us, yielding the
 // CPU between idle polls; the window doubles up to MaxSpinFor, 1ms, while
 // sleeps are cut short by input and halves back once the core idles) after

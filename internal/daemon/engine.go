@@ -319,7 +319,12 @@ func (t *EngineTransport) Abort(id ConnID, code ndp.ResetCode) {
 	}
 }
 
-func (t *EngineTransport) Poll() bool { return t.st.Poll() }
+func (t *EngineTransport) Poll(deferTx bool) bool {
+	if deferTx {
+		return t.st.PollDeferTx()
+	}
+	return t.st.Poll()
+}
 
 // Events translates the queued engine events. Accepted connections are
 // taken off their listener's backlog (in order; the backlog is FIFO).

@@ -28,7 +28,7 @@ const (
 	faultStuck
 )
 
-func (t *faultyTransport) Poll() bool {
+func (t *faultyTransport) Poll(deferTx bool) bool {
 	switch t.fault.Load() {
 	case faultPanic:
 		t.fault.Store(faultNone)
@@ -39,7 +39,7 @@ func (t *faultyTransport) Poll() bool {
 	case faultStuck:
 		<-t.release
 	}
-	return t.loopTransport.Poll()
+	return t.loopTransport.Poll(deferTx)
 }
 
 // queuesHarness is a daemon of two queues: a Core over its own transport

@@ -47,8 +47,12 @@ type Transport interface {
 	// (ndp.ResetAbort: a plain reset).
 	Abort(c ConnID, code ndp.ResetCode)
 	// Poll runs one batch of network work (receive, timers, pulls,
-	// transmit) and reports whether it did anything.
-	Poll() bool
+	// transmit) and reports whether it did anything. With deferTx the
+	// frames that the batch's input produced (ACKs; not PULLs) may wait
+	// for the next Poll, so that the core hands the received bytes to the
+	// application before it pays their transmit; the core never defers
+	// twice in a row.
+	Poll(deferTx bool) bool
 	// Events moves up to len(dst) pending connection events into dst.
 	Events(dst []TransportEvent) int
 	// PollTimeout is how long the core may sleep before the transport needs

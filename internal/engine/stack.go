@@ -215,6 +215,20 @@ func (s *Stack) Poll() bool {
 	return did
 }
 
+// PollDeferTx is Poll, except that the frames its received batch produced
+// (ACKs) stay queued unless the batch also released PULLs: they leave with
+// the next Poll, PollDeferTx that receives nothing, or API call. An
+// embedder that hands what it received to another thread first (ndpd's
+// core loop, feeding an application on the same CPU) calls it, so the
+// receiver gets the bytes before the ACK's transmit kick is paid and the
+// ACK leaves in one kick with what the receiver answers.
+func (s *Stack) PollDeferTx() bool {
+	s.mu.Lock()
+	did := s.pollDeferLocked(s.clock(), true)
+	s.mu.Unlock()
+	return did
+}
+
 // pollLocked is one run-to-completion batch: receive up to Batch frames and
 // hand each to the endpoint, route its events, release due PULLs, fire due
 // timers, then fill transmit buffers from the endpoint and send them as one

@@ -86,3 +86,49 @@ func TestWriteQueuedSendsFullPacketsOnPoll(t *testing.T) {
 		t.Fatalf("%d data frames for %d bytes in %d-byte writes, want about %d (MSS %d): not coalesced", sent, len(want), frame, full, mss)
 	}
 }
+
+// PollDeferTx holds the ACK that a received data frame produces until the
+// next Poll; Poll then sends it.
+func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
+		s, err := New(Config{
+			Link:         l,
+			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed},
+			Resolver:     StaticResolver{ipA: macA, ipB: macB},
+			NoBackground: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	snd, rcv := mk(la, ipA, 1), mk(lb, ipB, 2)
+	if _, err := rcv.Listen(7, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := snd.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteQueued([]byte("request"), true); err != nil {
+		t.Fatal(err)
+	}
+	snd.Poll()
+	before := rcv.Stats()
+	if !rcv.PollDeferTx() {
+		t.Fatal("PollDeferTx found nothing to receive")
+	}
+	after := rcv.Stats()
+	if after.RxFrames == before.RxFrames {
+		t.Fatal("PollDeferTx received no frame")
+	}
+	if after.TxFrames != before.TxFrames {
+		t.Fatalf("PollDeferTx sent %d frames; the ACK should wait for the next poll", after.TxFrames-before.TxFrames)
+	}
+	rcv.Poll()
+	if rcv.Stats().TxFrames == after.TxFrames {
+		t.Fatal("the next Poll sent nothing: the deferred ACK was lost")
+	}
+}
