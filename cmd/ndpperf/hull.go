@@ -93,7 +93,7 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 		return o, fmt.Errorf("--n %d, --rounds %d: want at least one RPC per round", o.n, o.rounds)
 	}
 	if o.rto == 0 {
-		o.rto = max(time.Millisecond, 4*3*8*time.Duration(1500*8*1e9/o.link))
+		o.rto = switchRTO(o.link)
 	}
 	return o, nil
 }

@@ -62,13 +62,8 @@ type incastOpts struct {
 	// with a duration or never); otherwise stackSpin picks it (auto).
 	spin      time.Duration
 	spinFixed bool
-	// fabric is "bridge" (a Linux bridge, the zero value "" too) or "switch"
-	// (internal/softswitch at link b/s per port, personality "ndp" or
-	// "commodity").
-	fabric      string
-	link        int64
-	personality string
-	hostQueue   int // --fabric switch: host NIC queue in frames (0: no NIC links)
+	// fabricFlags: a Linux bridge (fabric "") or ndpswitch.
+	fabricFlags
 }
 
 func parseIncastFlags(args []string) (incastOpts, error) {
@@ -82,11 +77,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
 	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/incast-client.pcapng, DIR/incast-serverN.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fab := fs.String("fabric", "bridge", "what joins the hosts: bridge (Linux bridge, no queue to speak of) or switch (ndpswitch: NDP trimming queues and a drop-tail queue at --link per port)")
-	link := bitRate(10e9)
-	fs.Var(&link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
-	hostQ := fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
-	personality := fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
+	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
 	spin := fs.String("spin", "auto", "how long a waiting NDP call or idle stack polls before it sleeps: a duration, never (sleep at once, parked in the Go runtime like a kernel socket's goroutine), or auto: never while the process runs more stacks than CPUs, else the stack's default")
 	var prof profileFlags
@@ -109,15 +100,9 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 		}
 		o.spin, o.spinFixed = d, true
 	}
-	if *fab == "switch" {
-		o.fabric, o.link, o.personality, o.hostQueue = *fab, int64(link), *personality, *hostQ
-		rateSet := false
-		fs.Visit(func(f *flag.Flag) { rateSet = rateSet || f.Name == "rate" })
-		if !rateSet {
-			o.rate = o.link
-		}
-	} else if *fab != "bridge" {
-		return incastOpts{}, fmt.Errorf("--fabric %q: want bridge or switch", *fab)
+	var err error
+	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
+		return incastOpts{}, err
 	}
 	return o, o.validate()
 }
@@ -134,10 +119,9 @@ func (o incastOpts) validate() error {
 		return fmt.Errorf("--mtu %d: want 1280..9000", o.mtu)
 	case o.rate < 1e6:
 		return fmt.Errorf("--rate %d: want at least 1M", o.rate)
-	case o.fabric == "switch" && (o.link < 1e6 || o.link > 400e9):
-		return fmt.Errorf("--link %d: want 1M..400G", o.link)
-	case o.fabric == "switch" && o.personality != "ndp" && o.personality != "commodity":
-		return fmt.Errorf("--personality %q: want ndp or commodity", o.personality)
+	}
+	if err := o.fabricFlags.validate(); err != nil {
+		return err
 	}
 	if o.plot != "" {
 		if err := chart.CheckName(o.plot); err != nil {
@@ -272,9 +256,8 @@ func printIncast(out incastOutput, asJSON bool) error {
 			r.ServerSummed.print(os.Stdout, "servers")
 		}
 		if r.Switch != nil {
-			c := r.Switch
-			fmt.Printf("%s through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; client port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps\n",
-				r.Transport, c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps)
+			fmt.Printf("%s ", r.Transport)
+			r.Switch.print(os.Stdout)
 		}
 		if r.CPUMsPerRound > 0 {
 			fmt.Printf("%s: this process used %.1f CPU ms per round (spinning included; %d CPUs)\n", r.Transport, r.CPUMsPerRound, out.CPUs)
@@ -311,7 +294,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		return out, err
 	}
 	defer tb.Close()
-	hosts, sw, err := incastHosts(tb, o)
+	hosts, sw, err := o.hosts(tb, o.servers+1, o.mtu, "10.203.0")
 	if err != nil {
 		return out, err
 	}
@@ -460,7 +443,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	r := incastSummary("ndp", k, size, ndpTimes)
 	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(ndpTimes))
 	if sw != nil {
-		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
+		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore), 0)
 	}
 	client := after[0].sub(before[0])
 	var servers ndpCounters
@@ -549,7 +532,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	r = incastSummary("tcp", k, size, tcpTimes)
 	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(tcpTimes))
 	if sw != nil {
-		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore))
+		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore), 0)
 	}
 	tc := tcpSnap().sub(tcpBefore)
 	r.TCP = &tc

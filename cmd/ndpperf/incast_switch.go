@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,57 +12,8 @@ import (
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
-	"github.com/ndpstack/ndpstack/sockapi"
 	"golang.org/x/sys/unix"
 )
-
-// incastHost is one namespace of the incast and its addressed link.
-type incastHost struct {
-	ns   *testbed.Namespace
-	link testbed.Link
-}
-
-// incastHosts builds the client (host 0) and the servers on a Linux bridge, or
-// on ndpswitch (--fabric switch; the switch is returned, stopped by tb.Close).
-func incastHosts(tb *testbed.Testbed, o incastOpts) ([]incastHost, *softswitch.Switch, error) {
-	hosts := make([]incastHost, o.servers+1)
-	if o.fabric == "switch" {
-		cfg := softswitch.Config{Rate: o.link, HostQueue: o.hostQueue}
-		if o.personality == "commodity" {
-			cfg.Personality = softswitch.TrimCommodity
-		}
-		star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: len(hosts), MTU: o.mtu, Switch: cfg})
-		if err != nil {
-			return nil, nil, err
-		}
-		for i, h := range star.Hosts {
-			hosts[i] = incastHost{h.NS, h.Link}
-		}
-		return hosts, star.Switch, nil
-	}
-	br, err := tb.NewNamespace()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := br.NewBridge("br0"); err != nil { // layer 2 only: no iptables on bridged frames
-		return nil, nil, err
-	}
-	for i := range hosts {
-		ns, err := tb.NewNamespace()
-		if err != nil {
-			return nil, nil, err
-		}
-		v, err := tb.NewVeth(ns, br, testbed.VethConfig{AddrA: fmt.Sprintf("10.203.0.%d/24", i+1), MTU: o.mtu})
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
-			return nil, nil, err
-		}
-		hosts[i] = incastHost{ns, v.A}
-	}
-	return hosts, nil, nil
-}
 
 // incastFrameBytes is how many bytes the frames of one NDP response of size
 // bytes occupy on a link of the given MTU (each frame carries at most
@@ -94,7 +46,9 @@ type switchCounters struct {
 	ClientMaxOther       int `json:"client_port_max_other_frames"`
 }
 
-func newSwitchCounters(d softswitch.Stats) *switchCounters {
+// newSwitchCounters sums d over the ports; the Client fields are port's, the
+// receiving host's (the incast's client, port 0).
+func newSwitchCounters(d softswitch.Stats, port int) *switchCounters {
 	c := &switchCounters{RxFrames: d.RxFrames, Trimmed: d.Trimmed, Bounced: d.Bounced, NDPDropped: d.NDPDropped, NoBuffer: d.NoBuffer,
 		CPUSeconds: d.CPUSeconds, Sleeps: d.Sleeps}
 	for _, p := range d.Ports {
@@ -106,10 +60,35 @@ func newSwitchCounters(d softswitch.Stats) *switchCounters {
 		c.OtherMarks += p.OtherMarks
 		c.TxDropped += p.TxDropped
 	}
-	if len(d.Ports) > 0 {
-		c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther = d.Ports[0].NDP.MaxDataDepth, d.Ports[0].NDP.MaxHeaderBytes, d.Ports[0].OtherMaxDepth
+	if port < len(d.Ports) {
+		p := d.Ports[port]
+		c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther = p.NDP.MaxDataDepth, p.NDP.MaxHeaderBytes, p.OtherMaxDepth
 	}
 	return c
+}
+
+// add adds o's counters to c's (queue high-water marks: the larger).
+func (c *switchCounters) add(o *switchCounters) {
+	c.RxFrames += o.RxFrames
+	c.Trimmed += o.Trimmed
+	c.Bounced += o.Bounced
+	c.NDPDropped += o.NDPDropped
+	c.OtherDrops += o.OtherDrops
+	c.OtherMarks += o.OtherMarks
+	c.TxDropped += o.TxDropped
+	c.NICDrops += o.NICDrops
+	c.NoBuffer += o.NoBuffer
+	c.CPUSeconds += o.CPUSeconds
+	c.Sleeps += o.Sleeps
+	c.ClientMaxData = max(c.ClientMaxData, o.ClientMaxData)
+	c.ClientMaxHeaderBytes = max(c.ClientMaxHeaderBytes, o.ClientMaxHeaderBytes)
+	c.ClientMaxOther = max(c.ClientMaxOther, o.ClientMaxOther)
+}
+
+// print writes the counters as one line.
+func (c *switchCounters) print(w io.Writer) {
+	fmt.Fprintf(w, "through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; receiver's port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps\n",
+		c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps)
 }
 
 // tcpCounters are the kernel's TCP counters of a namespace (/proc/net/snmp
@@ -175,17 +154,6 @@ func procNetTable(path, table string) (map[string]uint64, error) {
 		return m, nil
 	}
 	return nil, fmt.Errorf("%s: no %s table", path, table)
-}
-
-// commodityTrim is the stacks' setting for --personality commodity: the
-// commodity switch's default DSCP values (softswitch.CommodityConfig), so the
-// stacks mark their frames for it and take its trimmed frames as headers.
-func (o incastOpts) commodityTrim() sockapi.CommodityTrim {
-	if o.fabric != "switch" || o.personality != "commodity" {
-		return sockapi.CommodityTrim{}
-	}
-	d := softswitch.DefaultCommodity()
-	return sockapi.CommodityTrim{DataDSCP: d.DataDSCP, ControlDSCP: d.ControlDSCP, TrimDSCPs: []uint8{d.TrimDSCP}}
 }
 
 // processCPU is the CPU time (user + system) this process's threads have

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -41,6 +42,14 @@ import (
 // dialled to the deadline receiver: D3 quenches it on its first packet
 // and the sender gets ErrDeadlineUnmeetable within a round trip.
 //
+// With --fabric switch every host is on ndpswitch at --link (the pull rate
+// too unless --rate is given) instead of the bridge, and a fourth row takes
+// its turn: the same K flows over kernel TCP into a receiver of their own
+// through the same switch and buffers. Every row counts the rounds in which
+// flow 0 met the deadline the deadline policy gives it (D3 against a fair
+// share and against kernel TCP), with the switch's counters over the row's
+// rounds; the same flows in ndpsim at the same rate are printed beside.
+//
 // Not root: the same flows run on the simulator and it says so.
 
 func init() {
@@ -61,6 +70,7 @@ type priorityOpts struct {
 	deadline float64
 	poll     string // receivers' polling: adaptive or busy
 	json     bool
+	fabricFlags
 }
 
 func parsePriorityFlags(args []string) (priorityOpts, error) {
@@ -74,6 +84,7 @@ func parsePriorityFlags(args []string) (priorityOpts, error) {
 	rounds := fs.Int("rounds", 5, "rounds per policy, taking turns")
 	poll := fs.String("poll", "adaptive", "receivers' waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	if err := fs.Parse(args); err != nil {
 		return priorityOpts{}, err
 	}
@@ -81,6 +92,10 @@ func parsePriorityFlags(args []string) (priorityOpts, error) {
 		return priorityOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := priorityOpts{senders: *senders, size: int64(size), rate: int64(rate), rounds: *rounds, deadline: *deadline, poll: *poll, json: *asJSON}
+	var err error
+	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
+		return priorityOpts{}, err
+	}
 	return o, o.validate()
 }
 
@@ -99,7 +114,7 @@ func (o priorityOpts) validate() error {
 	case o.poll != "adaptive" && o.poll != "busy":
 		return fmt.Errorf("--poll %q: want adaptive or busy", o.poll)
 	}
-	return nil
+	return o.fabricFlags.validate()
 }
 
 // fairTime is how long K flows of size need at rate: when every flow of a
@@ -149,12 +164,19 @@ type priorityPolicy struct {
 	Flows  []priorityFlow `json:"flows"`
 	// Flow0First counts rounds in which flow 0 finished before every other flow.
 	Flow0First int `json:"flow0_first_rounds"`
+	// Flow0DeadlineMet counts rounds in which flow 0 completed by the
+	// deadline the deadline policy gives it (flow0_deadline_ms), hinted or not.
+	Flow0DeadlineMet int `json:"flow0_deadline_met_rounds"`
 	// MedianRoundMs is the median of the rounds' last completion; GoodputMbps
 	// is K x size x 8 over it (near --rate when the pacer is the bottleneck).
 	MedianRoundMs float64 `json:"median_round_ms"`
 	GoodputMbps   float64 `json:"goodput_mbps"`
 	// Receiver is the receiver stack's counters over its rounds.
 	Receiver *ndpCounters `json:"receiver_counters,omitempty"`
+	// --fabric switch: the switch over the row's rounds; the tcp row: the
+	// senders' kernel TCP counters over its rounds.
+	Switch *switchCounters `json:"switch,omitempty"`
+	TCP    *tcpCounters    `json:"tcp,omitempty"`
 }
 
 type unmeetableResult struct {
@@ -176,8 +198,13 @@ type priorityOutput struct {
 	DeadlineMs float64          `json:"flow0_deadline_ms"` // flow 0's D3 deadline in the deadline policy
 	Policies   []priorityPolicy `json:"policies"`
 	Unmeetable unmeetableResult `json:"unmeetable"`
-	CPUs       int              `json:"cpus"`
-	Setup      string           `json:"setup"`
+	// --fabric switch: "switch" and the port rate, and the same flows in
+	// ndpsim at the same rate (one round per policy).
+	Fabric  string          `json:"fabric"`
+	LinkBps int64           `json:"link_bps,omitempty"`
+	Sim     *priorityOutput `json:"sim,omitempty"`
+	CPUs    int             `json:"cpus"`
+	Setup   string          `json:"setup"`
 }
 
 func runPriority(args []string) error {
@@ -209,9 +236,15 @@ func printPriority(out priorityOutput, asJSON bool) error {
 			fmt.Printf("%-9s %4d %-22s %10.1f %8.1f %8.1f %5d/%-3d\n", p.Policy, f.Flow, f.Hint, f.MedianMs, f.MinMs, f.MaxMs, f.Quenched, len(f.Ms))
 		}
 	}
-	fmt.Printf("%-9s %12s %14s %13s\n", "policy", "flow0_first", "median_round", "goodput_Mb/s")
+	fmt.Printf("%-9s %12s %14s %14s %13s\n", "policy", "flow0_first", "flow0_met_dl", "median_round", "goodput_Mb/s")
 	for _, p := range out.Policies {
-		fmt.Printf("%-9s %8d/%-3d %11.1f ms %13.0f\n", p.Policy, p.Flow0First, out.Rounds, p.MedianRoundMs, p.GoodputMbps)
+		fmt.Printf("%-9s %8d/%-3d %10d/%-3d %11.1f ms %13.0f\n", p.Policy, p.Flow0First, out.Rounds, p.Flow0DeadlineMet, out.Rounds, p.MedianRoundMs, p.GoodputMbps)
+	}
+	if out.Sim != nil {
+		fmt.Printf("ndpsim, the same flows at %s b/s (one round):\n", formatRate(float64(out.Sim.RateBps)))
+		for _, p := range out.Sim.Policies {
+			fmt.Printf("  %-9s flow 0 %8.1f ms (deadline met %d/1), round %8.1f ms\n", p.Policy, p.Flows[0].MedianMs, p.Flow0DeadlineMet, p.MedianRoundMs)
+		}
 	}
 	u := out.Unmeetable
 	fmt.Printf("unmeetable deadline (%.0f Mb/s needed, deadline %.2f ms): sender failed after %.3f ms with %q (ErrDeadlineUnmeetable: %v); receiver quenched %d",
@@ -224,6 +257,13 @@ func printPriority(out priorityOutput, asJSON bool) error {
 		if p.Receiver != nil {
 			fmt.Printf("%s receiver counters:\n", p.Policy)
 			p.Receiver.print(os.Stdout, "receiver")
+		}
+		if p.TCP != nil {
+			fmt.Printf("%s senders: retransmitted segments %d, RTO fires %d, fast retransmits %d\n", p.Policy, p.TCP.RetransSegs, p.TCP.Timeouts, p.TCP.FastRetrans)
+		}
+		if p.Switch != nil {
+			fmt.Printf("%s ", p.Policy)
+			p.Switch.print(os.Stdout)
 		}
 	}
 	return nil
@@ -238,6 +278,8 @@ func hintName(policy string, i int, o priorityOpts) string {
 		return "WithPriority(1)"
 	case "deadline":
 		return fmt.Sprintf("deadline %.1fms", float64(o.d3Deadline().Microseconds())/1000)
+	case "tcp":
+		return "kernel TCP, no hint"
 	}
 	return "none"
 }
@@ -266,6 +308,9 @@ func summarizePriority(name string, o priorityOpts, times [][]flowOutcome) prior
 		}
 		if first {
 			p.Flow0First++
+		}
+		if !r[0].quenched && r[0].d <= o.d3Deadline() {
+			p.Flow0DeadlineMet++
 		}
 		rounds = append(rounds, last)
 	}
@@ -304,12 +349,20 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		return out, err
 	}
 	defer tb.Close()
-	br, err := tb.NewNamespace()
+	// Hosts: the senders, one receiver per policy, and (switch) kernel TCP's receiver.
+	nhosts := o.senders + len(priorityPolicies)
+	if o.on() {
+		nhosts++
+	}
+	hosts, sw, err := o.hosts(tb, nhosts, 0, "10.205.0")
 	if err != nil {
 		return out, err
 	}
-	if err := br.NewBridge("br0"); err != nil {
-		return out, err
+	out.Fabric = "bridge"
+	if sw != nil {
+		out.Fabric, out.LinkBps = "switch", o.link
+		out.Setup = fmt.Sprintf("sender namespaces, one receiver namespace per policy and one for kernel TCP on %s, embedded stacks (RTO %v), receivers %s polling; kernel TCP (the namespaces' default congestion control) takes its turn after the NDP policies each round",
+			o.setup(sw), o.rto(), o.poll)
 	}
 	var stacks []*sockapi.Stack
 	defer func() {
@@ -317,30 +370,20 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 			s.Close()
 		}
 	}()
-	// host adds a namespace with a veth into the bridge and opens a stack on it.
-	host := func(addr string, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
-		ns, err := tb.NewNamespace()
-		if err != nil {
-			return nil, netip.Addr{}, err
-		}
-		v, err := tb.NewVeth(ns, br, testbed.VethConfig{AddrA: addr})
-		if err != nil {
-			return nil, netip.Addr{}, err
-		}
-		if _, err := br.Run("link", "set", v.B.Name, "master", "br0"); err != nil {
-			return nil, netip.Addr{}, err
-		}
-		s, err := openStack(ns, v.A.Name, cfg)
+	// host opens a stack on host i.
+	host := func(i int, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
+		cfg.CommodityTrim, cfg.RTO = o.commodityTrim(), o.rto()
+		s, err := openStack(hosts[i].ns, hosts[i].link.Name, cfg)
 		if err != nil {
 			return nil, netip.Addr{}, err
 		}
 		stacks = append(stacks, s)
-		return s, v.A.Addr.Addr(), nil
+		return s, hosts[i].link.Addr.Addr(), nil
 	}
 	senders := make([]*sockapi.Stack, o.senders)
 	senderIdx := map[netip.Addr]int{}
 	for i := range senders {
-		s, ip, err := host(fmt.Sprintf("10.205.0.%d/24", i+1), sockapi.Config{})
+		s, ip, err := host(i, sockapi.Config{})
 		if err != nil {
 			return out, err
 		}
@@ -358,7 +401,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		if o.poll == "busy" {
 			cfg.PollMode = sockapi.PollBusy
 		}
-		s, ip, err := host(fmt.Sprintf("10.205.0.%d/24", 101+i), cfg)
+		s, ip, err := host(o.senders+i, cfg)
 		if err != nil {
 			return out, err
 		}
@@ -462,32 +505,206 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		return out, stopAccept()
 	}
 
-	// One unmeasured round per receiver: ARP, first connections.
-	for i, p := range priorityPolicies {
-		if _, err := round(recv[i], p.name); err != nil {
-			return out, fmt.Errorf("%s warm-up: %w", p.name, err)
-		}
-		recv[i].before = stackCounters(recv[i].s)
+	// rows are the NDP policies and (switch) kernel TCP, each with its round.
+	type row struct {
+		name  string
+		round func() ([]flowOutcome, error)
+		times [][]flowOutcome
+		sw    *switchCounters
+		tcp   tcpCounters
 	}
-	times := make([][][]flowOutcome, len(priorityPolicies))
-	for r := 0; r < o.rounds; r++ {
-		for i, p := range priorityPolicies {
-			t, err := round(recv[i], p.name)
-			if err != nil {
-				return out, fmt.Errorf("%s round %d: %w", p.name, r+1, err)
+	var rows []*row
+	for i, p := range priorityPolicies {
+		rows = append(rows, &row{name: p.name, round: func() ([]flowOutcome, error) { return round(recv[i], p.name) }})
+	}
+	var tcpRow *row
+	if o.on() {
+		senderNS := make([]*testbed.Namespace, o.senders)
+		for i := range senderNS {
+			senderNS[i] = hosts[i].ns
+		}
+		rcv := hosts[nhosts-1]
+		tcpRow = &row{name: "tcp", round: func() ([]flowOutcome, error) {
+			return priorityTCPRound(senderNS, senderIdx, rcv, o, payload, sum, timeout)
+		}}
+		rows = append(rows, tcpRow)
+	}
+	// One unmeasured round per row: ARP, first connections.
+	for i, r := range rows {
+		if _, err := r.round(); err != nil {
+			return out, fmt.Errorf("%s warm-up: %w", r.name, err)
+		}
+		if i < len(recv) {
+			recv[i].before = stackCounters(recv[i].s)
+		}
+	}
+	for n := 0; n < o.rounds; n++ {
+		for _, r := range rows {
+			swBefore := switchStats(sw)
+			var tcpBefore tcpCounters
+			if r == tcpRow {
+				if tcpBefore, err = sumTCPCounters(hosts[:o.senders]); err != nil {
+					return out, err
+				}
 			}
-			times[i] = append(times[i], t)
+			t, err := r.round()
+			if err != nil {
+				return out, fmt.Errorf("%s round %d: %w", r.name, n+1, err)
+			}
+			r.times = append(r.times, t)
+			if sw != nil {
+				d := newSwitchCounters(sw.Stats().Sub(swBefore), o.senders+indexOf(rows, r))
+				if r.sw == nil {
+					r.sw = d
+				} else {
+					r.sw.add(d)
+				}
+			}
+			if r == tcpRow {
+				after, err := sumTCPCounters(hosts[:o.senders])
+				if err != nil {
+					return out, err
+				}
+				r.tcp = r.tcp.add(after.sub(tcpBefore))
+			}
 		}
 	}
-	for i, p := range priorityPolicies {
-		row := summarizePriority(p.name, o, times[i])
-		c := stackCounters(recv[i].s).sub(recv[i].before)
-		row.Receiver = &c
-		out.Policies = append(out.Policies, row)
+	for i, r := range rows {
+		p := summarizePriority(r.name, o, r.times)
+		if i < len(recv) {
+			c := stackCounters(recv[i].s).sub(recv[i].before)
+			p.Receiver = &c
+		}
+		p.Switch = r.sw
+		if r == tcpRow {
+			tc := r.tcp
+			p.TCP = &tc
+		}
+		out.Policies = append(out.Policies, p)
 	}
 	dl := recv[len(recv)-1]
 	out.Unmeetable = unmeetable(senders[0], dl.s, dl.l, dl.addr, o)
+	if o.on() {
+		sim, err := prioritySimRun(o)
+		if err != nil {
+			return out, fmt.Errorf("ndpsim: %w", err)
+		}
+		out.Sim = &sim
+	}
 	return out, nil
+}
+
+func indexOf[T comparable](s []T, v T) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// sumTCPCounters is the kernel TCP counters of hosts' namespaces, summed.
+func sumTCPCounters(hosts []fabricHost) (tcpCounters, error) {
+	var sum tcpCounters
+	for _, h := range hosts {
+		c, err := readTCPCounters(h.ns)
+		if err != nil {
+			return sum, err
+		}
+		sum = sum.add(c)
+	}
+	return sum, nil
+}
+
+const priorityTCPPort = 9913
+
+// priorityTCPRound is one round of the K flows over kernel TCP: every sender
+// namespace dials rcv at once, writes payload and closes its side; a flow's
+// time runs from the common start to the receiver's EOF, its bytes checked.
+func priorityTCPRound(senders []*testbed.Namespace, senderIdx map[netip.Addr]int, rcv fabricHost, o priorityOpts, payload []byte, sum [32]byte, timeout time.Duration) ([]flowOutcome, error) {
+	addr := netip.AddrPortFrom(rcv.link.Addr.Addr(), priorityTCPPort).String()
+	var ln net.Listener
+	if err := rcv.ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", addr)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	defer ln.Close()
+	deadline := time.Now().Add(timeout)
+	ln.(*net.TCPListener).SetDeadline(deadline)
+	type result struct {
+		flow int
+		got  received
+	}
+	results := make(chan result, len(senders))
+	acceptErr := make(chan error, 1)
+	go func() {
+		for range senders {
+			c, err := ln.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+			flow, ok := senderIdx[ap.Addr()]
+			if !ok {
+				c.Close()
+				acceptErr <- fmt.Errorf("connection from an unknown address %v", c.RemoteAddr())
+				return
+			}
+			c.SetDeadline(deadline)
+			go func() {
+				defer c.Close()
+				results <- result{flow, readAndHash(c)}
+			}()
+		}
+		acceptErr <- nil
+	}()
+	start := make(chan struct{})
+	sendErrs := make([]error, len(senders))
+	var sends sync.WaitGroup
+	for i, ns := range senders {
+		sends.Add(1)
+		go func() {
+			defer sends.Done()
+			var c net.Conn
+			<-start
+			if err := ns.Do(func() (err error) {
+				c, err = net.DialTimeout("tcp4", addr, 5*time.Second)
+				return err
+			}); err != nil {
+				sendErrs[i] = err
+				return
+			}
+			defer c.Close()
+			c.SetDeadline(deadline)
+			if _, err := c.Write(payload); err != nil {
+				sendErrs[i] = err
+				return
+			}
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				sendErrs[i] = err
+				return
+			}
+			_, sendErrs[i] = io.Copy(io.Discard, c)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	sends.Wait()
+	if err := errors.Join(sendErrs...); err != nil {
+		return nil, err
+	}
+	out := make([]flowOutcome, len(senders))
+	for range senders {
+		res := <-results // every sender saw the receiver's close: its reader is done
+		if res.got.err != nil || res.got.n != o.size || res.got.sum != sum {
+			return nil, fmt.Errorf("tcp flow %d: received %d of %d bytes, SHA-256 match %v, error %v", res.flow, res.got.n, o.size, res.got.sum == sum, res.got.err)
+		}
+		out[res.flow] = flowOutcome{d: res.got.end.Sub(t0)}
+	}
+	return out, <-acceptErr
 }
 
 // sendFlow dials to, writes payload, closes its side and waits for the

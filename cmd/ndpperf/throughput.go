@@ -15,9 +15,11 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/sim"
+	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
@@ -39,6 +41,13 @@ import (
 // namespace, started fresh for each of its runs), every byte crossing the
 // shared-memory rings at both ends.
 //
+// With --fabric switch the two hosts are joined by ndpswitch at --link
+// instead (each on its own veth to the switch): NDP meets the switch's
+// trimming queues and kernel TCP its drop-tail queue, in the same run; every
+// run reports the switch's counters over it (and kernel TCP its
+// retransmissions), and the same transfer in ndpsim at the same link rate
+// is printed beside.
+//
 // Not root: the same transfer runs on the simulator and says so.
 
 func init() {
@@ -58,6 +67,7 @@ type throughputOpts struct {
 	mode string // "embedded" (ndp embedded, tcp) or "daemon" (ndp through ndpd too)
 	json bool
 	prof profileFlags
+	fabricFlags
 }
 
 func parseThroughputFlags(args []string) (throughputOpts, error) {
@@ -71,6 +81,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	poll := fs.String("poll", "adaptive", "NDP waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	mode := fs.String("mode", "embedded", "embedded (ndp embedded stacks vs kernel TCP) or daemon (also ndp through two ndpd processes, in the same run)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	fab := registerFabricFlags(fs, "veth", "one veth pair")
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -80,6 +91,10 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 		return throughputOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, mode: *mode, json: *asJSON, prof: prof}
+	var err error
+	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
+		return throughputOpts{}, err
+	}
 	return o, o.validate()
 }
 
@@ -97,8 +112,10 @@ func (o throughputOpts) validate() error {
 		return fmt.Errorf("--poll %q: want adaptive or busy", o.poll)
 	case o.mode != "" && o.mode != "embedded" && o.mode != "daemon":
 		return fmt.Errorf("--mode %q: want embedded or daemon", o.mode)
+	case o.mode == "daemon" && o.on():
+		return errors.New("--mode daemon runs on the veth pair only (not with --fabric switch)")
 	}
-	return nil
+	return o.fabricFlags.validate()
 }
 
 type throughputRun struct {
@@ -111,6 +128,10 @@ type throughputRun struct {
 	// NDP only: the sending and receiving stacks' counters for the run.
 	Sender   *ndpCounters `json:"sender_counters,omitempty"`
 	Receiver *ndpCounters `json:"receiver_counters,omitempty"`
+	// --fabric switch: the switch over the run; kernel TCP: the sender's
+	// retransmissions.
+	Switch *switchCounters `json:"switch,omitempty"`
+	TCP    *tcpCounters    `json:"tcp,omitempty"`
 }
 
 type throughputSummary struct {
@@ -136,8 +157,15 @@ type throughputOutput struct {
 	// full payload's worth of the transfer.
 	NDPOverPullRate float64         `json:"ndp_over_pull_rate,omitempty"`
 	Runs            []throughputRun `json:"runs"`
-	CPUs            int             `json:"cpus"`
-	Setup           string          `json:"setup"`
+	// --fabric switch: "switch" and the port rate; Sim is the same transfer
+	// in ndpsim (same link rate, MTU and 8-packet queues) and SimOverSwitch
+	// its rate over NDP's median through the switch.
+	Fabric        string         `json:"fabric"`
+	LinkBps       int64          `json:"link_bps,omitempty"`
+	Sim           *throughputRun `json:"sim,omitempty"`
+	SimOverSwitch float64        `json:"sim_over_switch,omitempty"`
+	CPUs          int            `json:"cpus"`
+	Setup         string         `json:"setup"`
 }
 
 func runThroughput(args []string) error {
@@ -179,13 +207,24 @@ func printThroughput(out throughputOutput, asJSON bool) error {
 	if out.NDPOverPullRate > 0 {
 		fmt.Printf("ndp median / pull rate: %.2f\n", out.NDPOverPullRate)
 	}
+	if out.Sim != nil {
+		fmt.Printf("ndpsim, same transfer at the same link rate: %.0f Mb/s (sim / switch median: %.2f)\n", out.Sim.Mbps, out.SimOverSwitch)
+	}
 	for _, r := range out.Runs {
-		if r.Sender != nil {
+		if r.Sender != nil || r.Switch != nil || r.TCP != nil {
 			fmt.Printf("%s run %d counters:\n", r.Transport, r.Run)
+		}
+		if r.Sender != nil {
 			r.Sender.print(os.Stdout, "sender  ")
 			if r.Receiver != nil {
 				r.Receiver.print(os.Stdout, "receiver")
 			}
+		}
+		if r.TCP != nil {
+			fmt.Printf("  tcp sender: retransmitted segments %d, RTO fires %d, fast retransmits %d\n", r.TCP.RetransSegs, r.TCP.Timeouts, r.TCP.FastRetrans)
+		}
+		if r.Switch != nil {
+			r.Switch.print(os.Stdout)
 		}
 	}
 	return nil
@@ -259,9 +298,27 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 		return out, err
 	}
 	defer tb.Close()
-	pair, err := tb.NewPair(testbed.VethConfig{AddrA: "10.204.0.1/24", AddrB: "10.204.0.2/24", MTU: o.mtu})
-	if err != nil {
+	var pair *testbed.Pair
+	var sw *softswitch.Switch
+	out.Fabric = "veth"
+	if o.on() {
+		if pair, sw, err = o.pair(tb, o.mtu); err != nil {
+			return out, err
+		}
+		out.Fabric, out.LinkBps = "switch", o.link
+		out.Setup = strings.Replace(out.Setup, "two namespaces joined by one veth pair", "two namespaces on "+o.setup(sw), 1)
+		out.Setup = strings.Replace(out.Setup, "on the same pair without XDP", "through the same switch", 1)
+	} else if pair, err = tb.NewPair(testbed.VethConfig{AddrA: "10.204.0.1/24", AddrB: "10.204.0.2/24", MTU: o.mtu}); err != nil {
 		return out, err
+	}
+	// measured runs fn and adds the switch's counters over it.
+	measured := func(fn func() (throughputRun, error)) (throughputRun, error) {
+		before := switchStats(sw)
+		r, err := fn()
+		if sw != nil && err == nil {
+			r.Switch = newSwitchCounters(sw.Stats().Sub(before), 1)
+		}
+		return r, err
 	}
 	stopProf, err := o.prof.start()
 	if err != nil {
@@ -269,7 +326,7 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	}
 	defer stopProf()
 	for r := 1; r <= o.runs; r++ {
-		nr, err := throughputNDP(pair, o, payload, sum)
+		nr, err := measured(func() (throughputRun, error) { return throughputNDP(pair, o, payload, sum) })
 		if err != nil {
 			return out, fmt.Errorf("ndp run %d: %w", r, err)
 		}
@@ -283,7 +340,7 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 			dr.Run = r
 			out.Runs = append(out.Runs, dr)
 		}
-		tr, err := throughputTCP(pair, o, payload, sum)
+		tr, err := measured(func() (throughputRun, error) { return throughputTCP(pair, o, payload, sum) })
 		if err != nil {
 			return out, fmt.Errorf("tcp run %d: %w", r, err)
 		}
@@ -306,6 +363,18 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	}
 	if len(out.Summary) > 0 {
 		out.NDPOverPullRate = out.Summary[0].MedianMbps * 1e6 / float64(o.rate)
+	}
+	if o.on() {
+		so := o
+		so.rate = o.link
+		simOut, err := throughputSimRun(so)
+		if err != nil {
+			return out, fmt.Errorf("ndpsim: %w", err)
+		}
+		out.Sim = &simOut.Runs[0]
+		if median["ndp"] > 0 {
+			out.SimOverSwitch = out.Sim.Mbps / median["ndp"]
+		}
 	}
 	return out, nil
 }
@@ -345,7 +414,7 @@ func finishRun(name string, start time.Time, got received, size int64, sum [32]b
 }
 
 func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
-	cfg := sockapi.Config{LinkRate: o.rate}
+	cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), RTO: o.rto()}
 	if o.poll == "busy" {
 		cfg.PollMode = sockapi.PollBusy
 	}
@@ -474,6 +543,10 @@ func throughputTCP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 		c.SetDeadline(deadline)
 		got <- readAndHash(c)
 	}()
+	before, err := readTCPCounters(pair.A)
+	if err != nil {
+		return throughputRun{}, err
+	}
 	start := time.Now()
 	var c net.Conn
 	if err := pair.A.Do(func() (err error) {
@@ -494,7 +567,17 @@ func throughputTCP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32
 	if err := tc.CloseWrite(); err != nil {
 		return throughputRun{}, err
 	}
-	return finishRun("tcp", start, <-got, o.size, sum)
+	r, err := finishRun("tcp", start, <-got, o.size, sum)
+	if err != nil {
+		return r, err
+	}
+	after, err := readTCPCounters(pair.A)
+	if err != nil {
+		return r, err
+	}
+	d := after.sub(before)
+	r.TCP = &d
+	return r, nil
 }
 
 // throughputSim is the unprivileged fallback: the same transfer on the

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ndpstack/ndpstack/internal/testbed"
+)
+
+func TestParseFabricFlags(t *testing.T) {
+	o, err := parseThroughputFlags([]string{"--fabric", "switch", "--link", "100M"})
+	if err != nil || o.fabricFlags != (fabricFlags{fabric: "switch", link: 100e6, personality: "ndp"}) || o.rate != 100e6 {
+		t.Errorf("throughput --fabric switch --link 100M: %+v, %v (want the pull rate at the link's)", o, err)
+	}
+	o, err = parseThroughputFlags([]string{"--fabric", "switch", "--link", "100M", "--rate", "50M", "--host-queue", "64", "--personality", "commodity"})
+	if err != nil || o.rate != 50e6 || o.hostQueue != 64 || o.commodityTrim().TrimDSCPs == nil || o.rto() <= 0 {
+		t.Errorf("--rate kept, commodity: %+v, %v", o, err)
+	}
+	if o, err := parseThroughputFlags(nil); err != nil || o.on() || o.rto() != 0 || o.commodityTrim().TrimDSCPs != nil {
+		t.Errorf("default: %+v, %v (want the veth pair)", o, err)
+	}
+	p, err := parsePriorityFlags([]string{"--fabric", "switch", "--link", "1G"})
+	if err != nil || !p.on() || p.rate != 1e9 {
+		t.Errorf("priority --fabric switch --link 1G: %+v, %v", p, err)
+	}
+	for _, tc := range []struct {
+		parse   func([]string) error
+		args    []string
+		wantErr string
+	}{
+		{throughputParse, []string{"--fabric", "bridge"}, "want veth or switch"},
+		{throughputParse, []string{"--fabric", "switch", "--link", "10"}, "bad rate"},
+		{throughputParse, []string{"--fabric", "switch", "--link", "500G"}, "--link"},
+		{throughputParse, []string{"--fabric", "switch", "--personality", "p4"}, "--personality"},
+		{throughputParse, []string{"--fabric", "switch", "--host-queue", "-1"}, "--host-queue"},
+		{throughputParse, []string{"--fabric", "switch", "--mode", "daemon"}, "--mode daemon"},
+		{priorityParse, []string{"--fabric", "veth"}, "want bridge or switch"},
+		{incastParse, []string{"--fabric", "switch", "--personality", "x"}, "--personality"},
+	} {
+		if err := tc.parse(tc.args); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+func throughputParse(a []string) error { _, err := parseThroughputFlags(a); return err }
+func priorityParse(a []string) error   { _, err := parsePriorityFlags(a); return err }
+func incastParse(a []string) error     { _, err := parseIncastFlags(a); return err }
+
+// TestThroughputSwitch: one transfer per transport through ndpswitch at
+// 200 Mb/s: both verified, the switch's counters over each run, kernel
+// TCP's retransmission counters, and the simulator's run beside.
+func TestThroughputSwitch(t *testing.T) {
+	testbed.RequireRoot(t)
+	o, err := parseThroughputFlags([]string{"--fabric", "switch", "--link", "200M", "--host-queue", "64", "--size", "256KB", "--runs", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := throughputTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Fabric != "switch" || out.LinkBps != 200e6 || len(out.Runs) != 2 || out.Sim == nil || !out.Sim.Verified || out.SimOverSwitch <= 0 {
+		t.Fatalf("%+v", out)
+	}
+	for _, r := range out.Runs {
+		if !r.Verified || r.Switch == nil || r.Switch.RxFrames == 0 {
+			t.Errorf("%s: %+v", r.Transport, r)
+		}
+		if (r.Transport == "tcp") != (r.TCP != nil) || (r.Transport == "ndp") != (r.Sender != nil) {
+			t.Errorf("%s: counters %+v", r.Transport, r)
+		}
+	}
+}
+
+// TestPrioritySwitch: the policies and kernel TCP through ndpswitch, one
+// round each: every flow of every row delivered (the rounds check bytes
+// and hashes), the switch's counters per row, TCP's counters on its row,
+// and the simulator's rows beside. Whether flow 0 meets its deadline is
+// timing on a loaded machine, reported and not asserted.
+func TestPrioritySwitch(t *testing.T) {
+	testbed.RequireRoot(t)
+	o, err := parsePriorityFlags([]string{"--fabric", "switch", "--link", "100M", "--senders", "2", "--size", "256KB", "--rounds", "1", "--deadline", "10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := priorityTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Fabric != "switch" || len(out.Policies) != 4 || out.Policies[3].Policy != "tcp" || out.Sim == nil || len(out.Sim.Policies) != 3 {
+		t.Fatalf("%+v", out)
+	}
+	for _, p := range out.Policies {
+		t.Logf("%s: flow 0 %.1f ms, deadline met %d/1, switch %+v", p.Policy, p.Flows[0].MedianMs, p.Flow0DeadlineMet, p.Switch)
+		if len(p.Flows) != 2 || p.Switch == nil || p.Switch.RxFrames == 0 || p.MedianRoundMs <= 0 {
+			t.Errorf("%s: %+v", p.Policy, p)
+		}
+		if (p.Policy == "tcp") != (p.TCP != nil) || (p.Policy == "tcp") == (p.Receiver != nil) {
+			t.Errorf("%s: counters %+v", p.Policy, p)
+		}
+	}
+	for _, f := range out.Policies[3].Flows {
+		if f.Quenched != 0 || f.MinMs <= 0 {
+			t.Errorf("tcp flow %d: %+v", f.Flow, f)
+		}
+	}
+}
