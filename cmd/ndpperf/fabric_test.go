@@ -106,3 +106,32 @@ func TestPrioritySwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestRPCSwitch: NDP and kernel TCP RPCs through ndpswitch at 1 Gb/s, one
+// pair of hosts carrying both: every RPC answered, the switch's counters
+// and the simulator's latencies beside.
+func TestRPCSwitch(t *testing.T) {
+	testbed.RequireRoot(t)
+	if _, err := parseRPCFlags("rpc", []string{"--fabric", "switch", "--compare", "xdp"}, 100); err == nil || !strings.Contains(err.Error(), "--fabric switch compares") {
+		t.Errorf("xdp through the switch: %v", err)
+	}
+	o, err := parseRPCFlags("rpc", []string{"--fabric", "switch", "--link", "1G", "--n", "200", "--warmup", "50", "--rounds", "2", "--compare", "tcp"}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rate != 1e9 || o.rto() <= 0 {
+		t.Fatalf("%+v", o)
+	}
+	out, err := rpcTestbed(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Fabric != "switch" || len(out.Results) != 2 || out.Switch == nil || out.Switch.RxFrames == 0 || out.Sim == nil || out.Sim.N != 200 {
+		t.Fatalf("%+v", out)
+	}
+	for _, r := range out.Results {
+		if r.N != 200 || r.Lost != 0 || r.P50us <= 0 {
+			t.Errorf("%s: %+v", r.Transport, r)
+		}
+	}
+}

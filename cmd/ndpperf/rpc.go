@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/chart"
+	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/sockapi"
 	"golang.org/x/sys/unix"
@@ -64,6 +65,8 @@ type rpcOpts struct {
 	plot    string
 	scrape  time.Duration // ndp-scraped: how often its stacks' metrics are gathered
 	prof    profileFlags  // over the measurement (every transport's turns: profile with --compare "" for ndp alone)
+	rate    int64         // ndp stacks' pull rate (0: the stack's default; --fabric switch: --link)
+	fabricFlags
 }
 
 const (
@@ -89,12 +92,29 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	plotFile := fs.String("plot", "", "also draw every transport's latency CDF to this PNG file")
 	scrape := fs.Duration("scrape-every", 10*time.Millisecond, "ndp-scraped comparison: gather and encode both stacks' Prometheus metrics this often during its turns")
 	var prof profileFlags
+	fab := registerFabricFlags(fs, "veth", "one veth pair per transport")
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
 	o := rpcOpts{prof: prof, size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients,
 		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile, scrape: *scrape}
+	var err error
+	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
+		return o, err
+	}
+	compareSet := false
+	fs.Visit(func(f *flag.Flag) { compareSet = compareSet || f.Name == "compare" })
+	if o.on() {
+		// One switch, one link per host: every transport crosses it, so
+		// only those without an XDP program of their own on the link.
+		if o.mode != "embedded" {
+			return o, errors.New("--fabric switch runs embedded stacks only")
+		}
+		if !compareSet {
+			*compare = "tcp,tcp-newconn,tfo"
+		}
+	}
 	if o.pcap != "" && o.mode != "embedded" {
 		return o, errors.New("--pcap: embedded mode only (a daemon captures with ndpd --pcap)")
 	}
@@ -116,8 +136,6 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 		if o.poll == "" {
 			o.poll = "adaptive"
 		}
-		compareSet := false
-		fs.Visit(func(f *flag.Flag) { compareSet = compareSet || f.Name == "compare" })
 		if !compareSet {
 			*compare = "tcp"
 		}
@@ -151,6 +169,9 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 			}
 		default:
 			return o, fmt.Errorf("unknown comparison %q", c)
+		}
+		if o.on() && c != "tcp" && c != "tcp-newconn" && c != "tfo" {
+			return o, fmt.Errorf("--fabric switch compares with tcp, tcp-newconn and tfo (each host has one link, where %q needs one of its own)", c)
 		}
 		if o.conn == "persistent" && c != "tcp" && (c != "xdp" || o.clients > 1) {
 			return o, fmt.Errorf("--conn persistent compares with tcp (and xdp with one client), not %q", c)
@@ -217,6 +238,13 @@ type rpcOutput struct {
 	// GCCycles is how many garbage collections ran during the measurement
 	// (this process: every transport's clients and servers).
 	GCCycles uint32 `json:"gc_cycles"`
+	// --fabric switch: "switch", the port rate, the switch's counters over
+	// the run (warmup included, every transport) and the same NDP RPCs in
+	// ndpsim at the same link rate.
+	Fabric  string          `json:"fabric"`
+	LinkBps int64           `json:"link_bps,omitempty"`
+	Switch  *switchCounters `json:"switch,omitempty"`
+	Sim     *latencyResult  `json:"sim,omitempty"`
 }
 
 // rpcStacks is implemented by the ndp transports with embedded stacks.
@@ -232,13 +260,22 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		return out, err
 	}
 	defer tb.Close()
-	nsA, err := tb.NewNamespace()
-	if err != nil {
-		return out, err
-	}
-	nsB, err := tb.NewNamespace()
-	if err != nil {
-		return out, err
+	// On the switch, one pair of hosts carries every transport.
+	var swPair *testbed.Pair
+	var sw *softswitch.Switch
+	var nsA, nsB *testbed.Namespace
+	if o.on() {
+		if swPair, sw, err = o.pair(tb, 0); err != nil {
+			return out, err
+		}
+		nsA, nsB = swPair.A, swPair.B
+	} else {
+		if nsA, err = tb.NewNamespace(); err != nil {
+			return out, err
+		}
+		if nsB, err = tb.NewNamespace(); err != nil {
+			return out, err
+		}
 	}
 	for _, ns := range []*testbed.Namespace{nsA, nsB} {
 		// TFO for client and server; reuse of TIME_WAIT ports for tcp-newconn.
@@ -254,12 +291,15 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	}()
 	transports := append([]string{"ndp"}, o.compare...)
 	for i, tr := range transports {
-		v, err := tb.NewVeth(nsA, nsB, testbed.VethConfig{
-			AddrA: fmt.Sprintf("10.202.%d.1/24", i), AddrB: fmt.Sprintf("10.202.%d.2/24", i)})
-		if err != nil {
-			return out, err
+		pair := swPair
+		if pair == nil {
+			v, err := tb.NewVeth(nsA, nsB, testbed.VethConfig{
+				AddrA: fmt.Sprintf("10.202.%d.1/24", i), AddrB: fmt.Sprintf("10.202.%d.2/24", i)})
+			if err != nil {
+				return out, err
+			}
+			pair = &testbed.Pair{A: nsA, B: nsB, Veth: v}
 		}
-		pair := &testbed.Pair{A: nsA, B: nsB, Veth: v}
 		var e ppEnd
 		switch tr {
 		case "ndp":
@@ -304,6 +344,7 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	if err != nil {
 		return out, err
 	}
+	swBefore := switchStats(sw)
 	res, err := measurePingpong(ends, pingpongOpts{size: o.size, n: o.n, warmup: o.warmup, rounds: o.rounds, timeout: time.Second})
 	if perr := stopProf(); err == nil {
 		err = perr
@@ -317,7 +358,17 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		setup = "two network namespaces joined by veth (one pair per transport), a goroutine per client and per server connection"
 	}
 	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, Poll: o.poll,
-		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0}
+		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0, Fabric: "veth"}
+	if sw != nil {
+		out.Switch = newSwitchCounters(sw.Stats().Sub(swBefore), 0)
+		out.Fabric, out.LinkBps = "switch", o.link
+		out.Setup = strings.Replace(setup, "joined by veth (one pair per transport)", "on "+o.setup(sw)+", every transport through it", 1)
+		sim, err := rpcSimRun(o, o.link)
+		if err != nil {
+			return out, fmt.Errorf("ndpsim: %w", err)
+		}
+		out.Sim = &sim.Results[0]
+	}
 	if st, ok := ends[0].(rpcStacks); ok {
 		cs, ss := st.stacks()
 		c, s := stackCounters(cs), stackCounters(ss)
@@ -373,6 +424,12 @@ func printRPC(out rpcOutput, asJSON bool) error {
 		out.NDPClient.print(os.Stdout, "ndp client")
 		out.NDPServer.print(os.Stdout, "ndp server")
 	}
+	if out.Switch != nil {
+		out.Switch.print(os.Stdout)
+	}
+	if out.Sim != nil {
+		fmt.Printf("ndpsim, the same NDP RPCs at %s b/s: p50 %.2f us, p99 %.2f us\n", formatRate(float64(out.LinkBps)), out.Sim.P50us, out.Sim.P99us)
+	}
 	fmt.Printf("GC cycles during the measurement: %d\n", out.GCCycles)
 	return nil
 }
@@ -395,7 +452,7 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	r := &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
 		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size), poll: o.poll}
 	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
-		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true}
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim()}
 		if o.pcap != "" {
 			cfg.CaptureFile = filepath.Join(o.pcap, capture)
 		}
@@ -514,7 +571,7 @@ func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
 	k := max(o.clients, 1)
 	r := &ndpConnRPC{poll: o.poll, req: rpcBuffers(k, o.size), resp: rpcBuffers(k, o.size), ebuf: rpcBuffers(k, o.size)}
 	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
-		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin}
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim()}
 		if o.poll == "busy" {
 			cfg.PollMode = sockapi.PollBusy
 		}
@@ -663,8 +720,9 @@ type tcpRPC struct {
 
 func newTCPRPC(pair *testbed.Pair, o rpcOpts, kind tcpKind) (*tcpRPC, error) {
 	v := pair.Veth
+	port := rpcTCPPort + int(kind) // the kinds share a pair on the switch
 	t := &tcpRPC{kind: kind, lfd: -1, nsA: pair.A,
-		dst: unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: rpcTCPPort}}
+		dst: unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: port}}
 	k := 1
 	if kind == tcpPersistent {
 		k = max(o.clients, 1)
@@ -682,7 +740,7 @@ func newTCPRPC(pair *testbed.Pair, o rpcOpts, kind tcpKind) (*tcpRPC, error) {
 				return fmt.Errorf("TCP_FASTOPEN: %w", err)
 			}
 		}
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: rpcTCPPort}); err != nil {
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: v.B.Addr.Addr().As4(), Port: port}); err != nil {
 			return err
 		}
 		// Accept wakes every 10ms to see the end of a turn.

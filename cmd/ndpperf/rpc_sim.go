@@ -19,8 +19,14 @@ func rpcSimFallback(o rpcOpts) (rpcOutput, error) {
 	fmt.Fprintln(os.Stderr, "  running the same NDP RPCs (new connection per RPC) on the simulator instead: real ndp endpoints")
 	fmt.Fprintln(os.Stderr, "  and pull queues, 2 hosts on one NDP switch, 10 Gb/s links with 1 µs delay, virtual time;")
 	fmt.Fprintln(os.Stderr, "  kernel TCP/TFO and raw AF_XDP comparisons need root and are skipped.")
+	return rpcSimRun(o, 10e9)
+}
+
+// rpcSimRun runs o's NDP RPCs (new connection per RPC) on the simulator: two
+// hosts on one NDP switch with 8-packet queues, links at rate with 1 µs delay.
+func rpcSimRun(o rpcOpts, rate int64) (rpcOutput, error) {
 	r, err := sim.RunRPC(sim.RPCConfig{
-		Star: sim.StarConfig{LinkRate: 10e9, LinkDelay: 1000, Endpoint: ndp.Config{IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1},
+		Star: sim.StarConfig{LinkRate: float64(rate), LinkDelay: 1000, Endpoint: ndp.Config{IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1},
 		Size: o.size, N: o.n,
 	})
 	if err != nil {
