@@ -381,6 +381,17 @@ func (e *Endpoint) Readable(h Handle) int {
 	return 0
 }
 
+// ReadEnded reports whether h's stream has arrived up to its end (or the
+// connection failed or is unknown): once Read has returned the bytes
+// buffered now, it returns io.EOF or an error instead of waiting for more.
+func (e *Endpoint) ReadEnded(h Handle) bool {
+	c := e.conn(h)
+	if c == nil || c.closeErr != nil {
+		return true
+	}
+	return c.rcv.finKnown && c.rcv.nxtOff >= c.rcv.finOff
+}
+
 // Abort resets the connection: the peer is told (RESET) and fails with
 // ErrConnReset; locally EventClosed carries ErrClosed.
 func (e *Endpoint) Abort(h Handle, now Time) { e.AbortCode(h, now, ResetAbort) }

@@ -249,7 +249,7 @@ func (a *attached) close() error {
 
 type attachedConn struct{ s *daemon.ClientSock }
 
-func (c attachedConn) read(p []byte, cancel <-chan struct{}) (int, error) {
+func (c attachedConn) read(p []byte, _ int, cancel <-chan struct{}) (int, error) {
 	n, err := c.s.Read(p, time.Time{}, cancel)
 	return n, attachedErr(err)
 }

@@ -56,7 +56,10 @@ type backend interface {
 
 // backendConn is one connection of a backend.
 type backendConn interface {
-	read(p []byte, cancel <-chan struct{}) (int, error)
+	// read blocks until bytes are buffered; with atLeast > 1 a backend
+	// may wait for that many, or the end of the stream, before it returns
+	// (a message read to its end: engine.Conn.ReadAtLeast).
+	read(p []byte, atLeast int, cancel <-chan struct{}) (int, error)
 	// write writes all of p unless an error or cancel stops it; with
 	// closeWrite the write side is closed (FIN) after p in the same batch.
 	write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error)

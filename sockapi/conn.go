@@ -45,7 +45,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if isClosedChan(cancel) {
 		return 0, c.opErr("read", os.ErrDeadlineExceeded)
 	}
-	n, err := c.b.read(p, cancel)
+	n, err := c.b.read(p, 1, cancel)
+	return n, c.opErr("read", err)
+}
+
+// readAtLeast is Read for readMessage: it may wait for atLeast bytes or
+// the end of the stream.
+func (c *Conn) readAtLeast(p []byte, atLeast int) (int, error) {
+	cancel := c.rd.wait()
+	if isClosedChan(cancel) {
+		return 0, c.opErr("read", os.ErrDeadlineExceeded)
+	}
+	n, err := c.b.read(p, atLeast, cancel)
 	return n, c.opErr("read", err)
 }
 

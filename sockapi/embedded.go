@@ -50,7 +50,9 @@ func (e *embedded) close() error {
 
 type embeddedConn struct{ c *engine.Conn }
 
-func (c embeddedConn) read(p []byte, cancel <-chan struct{}) (int, error) { return c.c.Read(p, cancel) }
+func (c embeddedConn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) {
+	return c.c.ReadAtLeast(p, atLeast, cancel)
+}
 func (c embeddedConn) write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, error) {
 	return c.c.Write(p, closeWrite, cancel)
 }

@@ -92,7 +92,9 @@ func readMessage(c *Conn, buf []byte) (int, error) {
 			}
 			continue
 		}
-		m, err := c.Read(buf[n:])
+		// Only the whole message is of use: the reader is woken when the
+		// rest of buf can be filled or the message ended, not per packet.
+		m, err := c.readAtLeast(buf[n:], len(buf)-n)
 		n += m
 		if err == io.EOF {
 			return n, nil

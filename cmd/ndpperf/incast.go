@@ -337,6 +337,14 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}()
 	for i, h := range hosts {
 		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), Spin: spin}
+		if i > 0 && size > incastDefaultSendBuffer {
+			// A server's send buffer holds its whole response, so its
+			// Reply returns at once instead of waking for every ACK that
+			// frees room (a 1 MB response in the default 256 KiB buffer
+			// woke its writer about 600 times a round). Kernel TCP's send
+			// buffer grows to the same end (tcp_wmem, up to 4 MB).
+			cfg.SendBuffer = size
+		}
 		if o.pcap != "" {
 			name := "incast-client.pcapng"
 			if i > 0 {
@@ -597,6 +605,10 @@ func (o incastOpts) stackSpin(stacks, ncpu int) time.Duration {
 	}
 	return 0
 }
+
+// incastDefaultSendBuffer is the stacks' default send buffer
+// (ndp.Config.SendBuffer's zero value).
+const incastDefaultSendBuffer = 256 << 10
 
 // incastAsked is the response size a request asks for ("GET n"), at most
 // max; max if the request does not parse.

@@ -470,7 +470,9 @@ func (s *Stack) drainEventsLocked(now ndp.Time) {
 		s.signalled = true
 		switch ev.Kind {
 		case ndp.EventReadable:
-			signal(c.rdWait)
+			if c.readReadyLocked(c.rdMin) {
+				signal(c.rdWait)
+			}
 		case ndp.EventWritable:
 			signal(c.wrWait)
 		case ndp.EventClosed:
