@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -217,7 +218,19 @@ type daemonRPC struct {
 	*ndpRPC
 	daemons *ndpdPair
 	cores   string // "dedicated" or "shared"
+	unprocs func() // gives back the Ps added for the applications (appProcs)
 }
+
+// appProcs is how many Ps the daemon RPC adds to GOMAXPROCS while it runs:
+// one per application it hosts (client and echo server). An attached
+// application's waiting thread sleeps in ppoll(2) on its ring's eventfd
+// holding its P, so the two applications' threads, sleeping at once, held
+// both Ps of a 2-CPU process, and the runtime's sysmon, finding no idle P,
+// took one back every 20 µs instead of backing off to 10 ms: a thread
+// wakeup on a CPU the daemons need, about 1,800 a second (docs/latency.md,
+// "Through ndpd"). As two processes of their own, each application would
+// have had an idle P.
+const appProcs = 2
 
 func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 	v := pair.Veth
@@ -241,6 +254,7 @@ func newDaemonRPC(pair *testbed.Pair, o rpcOpts) (ppEnd, error) {
 		po.spin, app = daemon.SpinForever.String(), sockapi.AttachConfig{PollMode: sockapi.PollBusy}
 	}
 	d.cores = o.cores
+	d.unprocs = addProcs(appProcs)
 	var err error
 	if d.daemons, err = startNdpdPair(pair, po); err != nil {
 		return fail(err)
@@ -277,4 +291,14 @@ func (d *daemonRPC) close() {
 	if d.daemons != nil {
 		d.daemons.close()
 	}
+	if d.unprocs != nil {
+		d.unprocs()
+		d.unprocs = nil
+	}
+}
+
+// addProcs raises GOMAXPROCS by n and returns what lowers it again.
+func addProcs(n int) func() {
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + n)
+	return func() { runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0)-n, 1)) }
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -128,5 +129,19 @@ func TestRPCDaemonModeSmoke(t *testing.T) {
 	}
 	if _, ok := res.Ratios["ndp_p50_over_embedded_p50"]; !ok {
 		t.Fatalf("ratios: %v", res.Ratios)
+	}
+}
+
+// The daemon RPC hosts two applications in this process and adds a P for
+// each while it runs (appProcs); closing gives them back.
+func TestAddProcsRestores(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	undo := addProcs(appProcs)
+	if got := runtime.GOMAXPROCS(0); got != before+appProcs {
+		t.Fatalf("GOMAXPROCS %d while running, want %d", got, before+appProcs)
+	}
+	undo()
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Fatalf("GOMAXPROCS %d after, want %d", got, before)
 	}
 }

@@ -502,7 +502,7 @@ func (c *Core) openSockets() int {
 // One iteration: the applications' commands and data (written to the
 // transport), one transport Poll (receive, and transmit what was written),
 // connection events, then what each application gets (data, ends,
-// accepts) and its wakeup. An iteration that fed an application yields
+// accepts) and its wakeup. An iteration that woke an application yields
 // the CPU once (handoff), and its Poll, when the applications gave it
 // nothing to send, deferred the ACKs of what it received: on two CPUs the
 // application shares its CPU with this loop, so it runs with its bytes
@@ -562,7 +562,7 @@ func (c *Core) Run() error {
 		if c.transportEvents() {
 			work = true
 		}
-		fed := false
+		woken := false
 		for i := 0; i < len(c.sessions); i++ {
 			s := c.sessions[i]
 			w := c.pollOutput(s)
@@ -571,9 +571,9 @@ func (c *Core) Run() error {
 				continue
 			}
 			if s.wake != 0 {
-				fed = true
 				if woke, _ := s.end.Notifier.NotifyMask(s.wake.mask()); woke {
 					s.counters.AppWakeups++
+					woken = true
 				}
 				s.wake = 0
 			}
@@ -582,11 +582,14 @@ func (c *Core) Run() error {
 		c.stats.Loops++
 		if work {
 			lastWork = now
-			if fed {
-				// Handoff: an application this core shares a CPU with runs
-				// now, with what it was just given, before the next poll
-				// sends the deferred ACKs (with its answer, in one kick).
-				// Elsewhere the yield returns at once.
+			if woken {
+				// Handoff: an application this core just woke runs now, if
+				// it shares this CPU, with what it was given, before the
+				// next poll sends the deferred ACKs (with its answer, in one
+				// kick). Elsewhere the yield returns at once. Only after a
+				// wakeup: a busy application (a bulk reader) is fed every
+				// iteration, and a yield each time would hand the CPU to any
+				// other runnable process as often.
 				yieldCPU()
 			}
 			continue

@@ -113,7 +113,7 @@
 //
 // Each core iteration takes the applications' commands and data first,
 // then polls the transport once (receive; transmit what they wrote), then
-// gives each application what it gets. An iteration that fed an
+// gives each application what it gets. An iteration that woke an
 // application yields the CPU once, and when the applications gave it
 // nothing to send its poll deferred the ACKs of what it received to the
 // next poll: an application on the core's CPU runs with its bytes first,
