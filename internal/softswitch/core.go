@@ -59,6 +59,7 @@ type Stats struct {
 	// and the CPU time of its thread (user + system, RUSAGE_THREAD).
 	BusyPasses uint64      `json:"busy_passes"`
 	Sleeps     uint64      `json:"sleeps"`
+	TxKicks    uint64      `json:"tx_kicks"` // transmit calls on the ports' sockets (each a sendto in copy mode)
 	CPUSeconds float64     `json:"cpu_seconds"`
 	Ports      []PortStats `json:"ports"`
 }
@@ -78,6 +79,7 @@ func (s Stats) Sub(old Stats) Stats {
 	d.NDPDropped -= old.NDPDropped
 	d.BusyPasses -= old.BusyPasses
 	d.Sleeps -= old.Sleeps
+	d.TxKicks -= old.TxKicks
 	d.CPUSeconds -= old.CPUSeconds
 	d.Ports = append([]PortStats(nil), s.Ports...)
 	for i := range d.Ports {

@@ -228,6 +228,7 @@ func (s *Switch) transmit(i int, out [][]byte, tx []afxdp.Desc, now ndp.Time) {
 			o.st.TxBytes += uint64(tx[j].Len)
 		}
 		sent, err := q.Transmit(tx[:k])
+		s.core.st.TxKicks++
 		if sent < k {
 			_, _ = u.Release(tx[sent:k])
 		}
