@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"time"
 
 	"github.com/ndpstack/ndpstack/internal/engine"
@@ -23,10 +22,11 @@ import (
 //	st, err := engine.New(cfg)
 //	t.Bind(st, xskFD)
 //
-// The engine's Conn calls block; the adapter calls them with an
-// already-closed cancel channel, which makes them return at once with
-// os.ErrDeadlineExceeded when they would wait (after writing what fits /
-// finding nothing to read), and maps that to the Transport's "not now".
+// The adapter uses the engine's calls that never wait nor poll
+// (Conn.WriteQueued writes what fits, Conn.ReadBuffered reads what is
+// buffered; Listener.Accept gets an already-closed cancel channel and is
+// called only for a connection its EventAccepted announced), so the core
+// loop's own Poll is the only batch of network work per iteration.
 // Every call happens on the core goroutine, so OnEvent (run by the Stack
 // under its lock, inside those calls) appends to a queue only that
 // goroutine touches. A dial to a peer whose MAC the Stack has not cached
@@ -236,14 +236,6 @@ func (t *EngineTransport) finishResolutions() {
 	}
 }
 
-// notNow maps the engine's "would block" to the Transport's (n, nil).
-func notNow(err error) error {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil
-	}
-	return err
-}
-
 func (t *EngineTransport) Write(id ConnID, p []byte, fin bool) (int, error) {
 	c := t.conns[id]
 	if c == nil {
@@ -267,8 +259,11 @@ func (t *EngineTransport) Read(id ConnID, p []byte) (int, error) {
 	if c == nil {
 		return 0, ndp.ErrInvalidHandle
 	}
-	n, err := c.Read(p, t.now)
-	return n, notNow(err)
+	// Only what is buffered: the core loop's own Poll receives, so a read
+	// polling the Stack again (Conn.Read does when it finds nothing, and
+	// after each read while PULLs are queued) would add a batch of network
+	// work, and often a transmit kick, per frame read.
+	return c.ReadBuffered(p)
 }
 
 // cancelDial cancels the pending dial id (Abort or Release of its ID):

@@ -101,6 +101,23 @@ func (c *Conn) Read(p []byte, cancel <-chan struct{}) (int, error) {
 	return c.read(p, 1, cancel)
 }
 
+// ReadBuffered copies in-order bytes already received into p and returns
+// at once: it neither waits nor polls the stack. (0, nil) means none are
+// buffered and the stream goes on; io.EOF after the peer's FIN; the
+// connection's error once it failed. It is for an embedder whose own loop
+// polls (NoBackground: ndpd's core loop polls once per iteration), where
+// Read's poll when nothing is buffered (and, during a pulled transfer,
+// after every read) would be one more batch of network work per read: a
+// bulk receiver's core reads a 2 KB frame at a time, and each of those
+// polls released a PULL or two in a kick of its own.
+func (c *Conn) ReadBuffered(p []byte) (int, error) {
+	s := c.s
+	s.mu.Lock()
+	n, err, _ := c.tryReadLocked(p, 1)
+	s.mu.Unlock()
+	return n, err
+}
+
 // ReadAtLeast is Read for a caller that has no use for fewer than n bytes
 // while the stream goes on (a message read to its end): it blocks until n
 // bytes are buffered, the stream arrived up to its end, or an error, and its

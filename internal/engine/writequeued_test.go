@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"io"
 	"testing"
 
 	"github.com/ndpstack/ndpstack/ndp"
@@ -130,5 +131,88 @@ func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
 	rcv.Poll()
 	if rcv.Stats().TxFrames == after.TxFrames {
 		t.Fatal("the next Poll sent nothing: the deferred ACK was lost")
+	}
+}
+
+// ReadBuffered reads what a poll received and nothing more: it neither
+// waits nor polls, so an ACK that PollDeferTx held stays held until the
+// caller's next poll (Read polls when it finds nothing, which sent it).
+func TestReadBufferedDoesNotPoll(t *testing.T) {
+	la, lb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
+		s, err := New(Config{
+			Link:         l,
+			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed},
+			Resolver:     StaticResolver{ipA: macA, ipB: macB},
+			NoBackground: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	snd, rcv := mk(la, ipA, 1), mk(lb, ipB, 2)
+	l, err := rcv.Listen(7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := snd.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteQueued([]byte("request"), true); err != nil {
+		t.Fatal(err)
+	}
+	snd.Poll()
+	if !rcv.PollDeferTx() {
+		t.Fatal("PollDeferTx found nothing to receive")
+	}
+	sc, err := l.Accept(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := rcv.Stats()
+	buf := make([]byte, 64)
+	n, err := sc.ReadBuffered(buf)
+	if err != nil || string(buf[:n]) != "request" {
+		t.Fatalf("ReadBuffered: %q, %v; want \"request\"", buf[:n], err)
+	}
+	if n, err := sc.ReadBuffered(buf); n != 0 || err != io.EOF {
+		t.Fatalf("ReadBuffered after the last byte: %d, %v; want 0, io.EOF (the FIN came with the data)", n, err)
+	}
+	after := rcv.Stats()
+	if after.Polls != before.Polls || after.TxFrames != before.TxFrames {
+		t.Fatalf("ReadBuffered polled (%d polls) or sent (%d frames): the deferred ACK must wait for the next poll",
+			after.Polls-before.Polls, after.TxFrames-before.TxFrames)
+	}
+	rcv.Poll()
+	if rcv.Stats().TxFrames == after.TxFrames {
+		t.Fatal("the next Poll sent nothing: the deferred ACK was lost")
+	}
+
+	// Nothing buffered and the stream goes on: (0, nil) at once, no poll.
+	c2, err := snd.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.WriteQueued([]byte("x"), false); err != nil {
+		t.Fatal(err)
+	}
+	snd.Poll()
+	rcv.Poll()
+	sc2, err := l.Accept(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := sc2.ReadBuffered(buf); n != 1 || err != nil {
+		t.Fatalf("ReadBuffered: %d, %v; want the 1 byte sent", n, err)
+	}
+	before = rcv.Stats()
+	if n, err := sc2.ReadBuffered(buf); n != 0 || err != nil {
+		t.Fatalf("ReadBuffered with nothing buffered: %d, %v; want 0, nil", n, err)
+	}
+	if p := rcv.Stats().Polls - before.Polls; p != 0 {
+		t.Fatalf("ReadBuffered with nothing buffered polled %d times", p)
 	}
 }
