@@ -12,8 +12,9 @@ import (
 // with its own fill, completion, RX and TX rings over the Port's UMEM.
 //
 // A Queue is driven by the single goroutine that owns the Port: Receive,
-// Transmit, Complete and Wait must not be called concurrently with each other
-// or with UMEM.Alloc/Release. Stats may be called from anywhere.
+// Put, Transmit, Complete and Wait must not be called concurrently with each other
+// or with UMEM.Alloc/Release. Stats, RxPending and Kick may be called from
+// anywhere.
 type Queue struct {
 	id     int
 	iface  string
@@ -297,6 +298,21 @@ func (q *Queue) Receive(descs []Desc) int {
 // re-kicks frames a previous sendto left on the ring (copy mode sends at
 // most TxSkbBudget frames per sendto).
 func (q *Queue) Transmit(descs []Desc) (int, error) {
+	n, err := q.Put(descs)
+	if err == ErrClosed {
+		return 0, err
+	}
+	if kerr := q.kick(); kerr != nil && err == nil {
+		err = kerr
+	}
+	return n, err
+}
+
+// Put is Transmit without the kick: it reaps the completion ring and puts
+// descs on the TX ring, published to the kernel, which sends them at the
+// next Kick (or Transmit). It lets an owner that drives the Queue under a
+// lock make the syscall after releasing it (Kick). Put(nil) only reaps.
+func (q *Queue) Put(descs []Desc) (int, error) {
 	if q.waiter.closed.Load() {
 		return 0, ErrClosed
 	}
@@ -346,20 +362,34 @@ func (q *Queue) Transmit(descs []Desc) (int, error) {
 	if err == nil && int(i) < len(descs) {
 		q.ctr.txRingFull.Add(1)
 	}
-	if kerr := q.kick(); kerr != nil && err == nil {
-		err = kerr
-	}
 	return int(i), err
 }
 
-// kick makes a sendto when frames wait on the TX ring and the kernel wants
-// one. Transient errors (the kernel will take the frames on the next kick)
-// are counted, not returned.
+// Kick tells the kernel to send what Put published on the TX ring: one
+// sendto, made only when frames wait on the ring and the kernel wants a
+// wakeup (always in copy mode). Unlike the other methods it may be called
+// from any goroutine, concurrently with the owner's calls and with other
+// Kicks: it reads only the ring's shared indices and flags (atomics), and
+// the kernel serialises sendto on the socket (xsk_generic_xmit holds the
+// socket's mutex), so concurrent kicks each send what the ring holds when
+// they enter, and a frame published before a Kick starts is sent by it or
+// by one already in progress. Close waits for Kicks in progress (as for
+// Wait); after it Kick returns ErrClosed. Transient errors (the kernel
+// takes the frames on the next kick) are counted, not returned.
+func (q *Queue) Kick() error {
+	if !q.waiter.enter() {
+		return ErrClosed
+	}
+	defer q.waiter.exit()
+	return q.kick()
+}
+
+// kick is Kick without the Close handshake (the owner's own calls).
 func (q *Queue) kick() error {
 	if q.wakeup && !q.tx.needWakeup() {
 		return nil
 	}
-	if q.tx.pending() == 0 {
+	if !q.tx.published() {
 		return nil
 	}
 	q.ctr.txKicks.Add(1)

@@ -112,12 +112,6 @@ func (r *ringHeader) needWakeup() bool {
 	return r.flags.Load()&unix.XDP_RING_NEED_WAKEUP != 0
 }
 
-// pending is the number of slots the producer published that the kernel has
-// not consumed yet (reads the consumer index).
-func (r *ringHeader) pending() uint32 {
-	return r.cachedProd - r.consumer.Load()
-}
-
 // published reports whether the producer published slots the consumer has
 // not released yet. It reads both shared indices and no cached field, so
 // unlike the rest of the ring it may be called from any goroutine.

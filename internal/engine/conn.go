@@ -134,7 +134,15 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 	var w waitState
 	var ch chan struct{}
 	for {
-		s.mu.Lock()
+		if !s.lockWaiter(&w) {
+			if err := s.await(&w, ch, nil, cancel); err != nil {
+				s.mu.Lock()
+				c.rdMin = 0
+				s.mu.Unlock()
+				return 0, err
+			}
+			continue
+		}
 		if w.wantBlock {
 			// Made before this iteration's polls: an EventReadable they
 			// produce must find the channel (see waitChanLocked).
@@ -160,7 +168,7 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 		if !ok {
 			c.rdMin = atLeast
 		}
-		s.mu.Unlock()
+		s.unlock()
 		if ok {
 			s.endWait(&w)
 			return n, err
@@ -222,7 +230,12 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 	var ch chan struct{}
 	written := 0
 	for {
-		s.mu.Lock()
+		if !s.lockWaiter(&w) {
+			if err := s.await(&w, ch, nil, cancel); err != nil {
+				return written, err
+			}
+			continue
+		}
 		if w.wantBlock {
 			// Made before this iteration's poll (afterCallLocked): the
 			// ACKs it handles may free the buffer, and their
@@ -240,7 +253,7 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			written += n
 			if err != nil {
 				s.afterCallLocked(now)
-				s.mu.Unlock()
+				s.unlock()
 				s.endWait(&w)
 				return written, c.mapEndpointErr(err)
 			}
@@ -251,12 +264,12 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 				err = s.ep.CloseWrite(c.h, now)
 			}
 			s.afterCallLocked(now)
-			s.mu.Unlock()
+			s.unlock()
 			s.endWait(&w)
 			return written, c.mapEndpointErr(err)
 		}
 		s.afterCallLocked(now)
-		s.mu.Unlock()
+		s.unlock()
 		if err := s.await(&w, ch, nil, cancel); err != nil {
 			return written, err
 		}
@@ -291,7 +304,7 @@ func (c *Conn) WriteQueued(p []byte, closeWrite bool) (int, error) {
 func (c *Conn) CloseWrite() error {
 	s := c.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if err := c.stateErrLocked(); err != nil {
 		return err
 	}
@@ -365,7 +378,7 @@ func (c *Conn) CloseAndReuse() error {
 func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 	s := c.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if c.released || c.stackClosed {
 		return net.ErrClosed
 	}
@@ -468,7 +481,12 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 	s := l.s
 	var w waitState
 	for {
-		s.mu.Lock()
+		if !s.lockWaiter(&w) {
+			if err := s.await(&w, l.wait, l.done, cancel); err != nil {
+				return nil, l.acceptErr(err)
+			}
+			continue
+		}
 		c, err, ok := l.tryAcceptLocked()
 		if !ok {
 			now := s.clock()
@@ -478,24 +496,30 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 				s.pollLocked(now)
 			}
 		}
-		s.mu.Unlock()
+		s.unlock()
 		if ok {
 			s.endWait(&w)
 			return c, err
 		}
 		if err := s.await(&w, l.wait, l.done, cancel); err != nil {
-			if err == errDone {
-				s.mu.Lock()
-				closed := s.closed
-				s.mu.Unlock()
-				if closed {
-					return nil, ErrStackClosed
-				}
-				return nil, net.ErrClosed
-			}
-			return nil, err
+			return nil, l.acceptErr(err)
 		}
 	}
+}
+
+// acceptErr is what Accept returns when its wait ended with err.
+func (l *Listener) acceptErr(err error) error {
+	if err != errDone {
+		return err
+	}
+	s := l.s
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrStackClosed
+	}
+	return net.ErrClosed
 }
 
 func (l *Listener) tryAcceptLocked() (*Conn, error, bool) {
@@ -520,7 +544,7 @@ func (l *Listener) tryAcceptLocked() (*Conn, error, bool) {
 func (l *Listener) Close() error {
 	s := l.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if l.closed {
 		return net.ErrClosed
 	}

@@ -23,16 +23,23 @@
 //	                           (control first, then pulled data, then
 //	                           first-RTT pushes; paced pushes only while the
 //	                           token bucket allows) -> Link.Transmit(batch)
+//	unlock, then Link.Kick             the syscall, without the lock
 //
-// Nothing in a batch allocates, logs or makes a per-packet syscall (the
-// AF_XDP link kicks the kernel once per batch, only when need_wakeup asks).
+// Nothing in a batch allocates, logs or makes a per-packet syscall. The
+// AF_XDP link's Transmit only puts the batch on the TX ring; its Kick (one
+// sendto, only when need_wakeup asks) is made after the stack's lock is
+// released (Stack.unlock), because in copy mode the sendto runs the
+// frames' delivery into the peer and the other waiters of the stack would
+// wait for it.
 //
 // # Who polls
 //
 // All Stack state is guarded by one mutex taken per batch or per API call.
 // The goroutine that waits (Read, Accept, Write on a full buffer) drives the
 // stack itself: it polls, checks its condition, and in PollBusy mode spins
-// until it holds. In PollAdaptive mode it spins for Config.Spin and then
+// until it holds. A spinning waiter that finds the mutex held does not
+// queue for it (TryLock): the holder is polling, and it tries again after
+// a yield. In PollAdaptive mode it spins for Config.Spin and then
 // sleeps: on the link itself (ppoll on the XSK fd and an eventfd) if no
 // other goroutine does, so the kernel wakes it directly when a frame
 // arrives; otherwise on its connection's channel, signalled by whoever

@@ -9,7 +9,7 @@ import "time"
 // A Link is driven by whoever holds the Stack's lock: Receive,
 // ReleaseReceived, AllocTx and Transmit are never called concurrently with
 // each other. Wait is called by the background poller without the lock, and
-// Wake from any goroutine at any time.
+// Wake and Kick from any goroutine at any time.
 type Link interface {
 	// MAC is the link's Ethernet address.
 	MAC() [6]byte
@@ -30,10 +30,17 @@ type Link interface {
 	AllocTx(bufs [][]byte) int
 	// Transmit sends frames: a prefix, in order, of the buffers handed out
 	// since the last Transmit, each sliced to its frame length, in one
-	// batch (one kick at most). The rest of those buffers go back to the
-	// link unused. The link accepts all frames (AllocTx only hands out what
-	// the ring can take).
+	// batch. The rest of those buffers go back to the link unused. The link
+	// accepts all frames (AllocTx only hands out what the ring can take).
+	// A link whose device needs telling (a syscall) only queues them: they
+	// leave at the next Kick.
 	Transmit(frames [][]byte) error
+	// Kick makes the device send what Transmit queued (AF_XDP: one sendto
+	// for everything queued since the last Kick; nothing when nothing is
+	// queued). The Stack calls it after releasing its lock, never under
+	// it: it may run concurrently with any method, another Kick included,
+	// and after Close it does nothing.
+	Kick() error
 	// SwapTx swaps buffers i and j among those handed out since the last
 	// Transmit, so the caller can send frames in another order than it
 	// built them (after swapping its own slice entries the same way).

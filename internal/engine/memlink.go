@@ -235,6 +235,9 @@ func (l *MemLink) Wait(timeout time.Duration) error {
 	return nil
 }
 
+// Kick implements Link: Transmit delivered the frames already.
+func (l *MemLink) Kick() error { return nil }
+
 // Wake implements Link.
 func (l *MemLink) Wake() {
 	select {

@@ -119,6 +119,29 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	return err
 }
 
+// lockWaiter takes the stack's lock for a blocking call's next iteration,
+// except that a spinning waiter that finds it held does not queue for it:
+// it reports false, and the caller treats the iteration as one whose
+// condition did not hold (await: yield, and check again). The holder is
+// polling, for this waiter too, and a goroutine queued on the mutex is
+// parked and later readied onto the holder's P, which may then sit in a
+// transmit kick (a syscall) while the readied goroutine waits behind it.
+func (s *Stack) lockWaiter(w *waitState) bool {
+	if w.spinning {
+		if s.mu.TryLock() {
+			return true
+		}
+		if s.spinners.Load() <= 1 {
+			// await yields only between several spinners; the holder
+			// may be waiting for this P.
+			runtime.Gosched()
+		}
+		return false
+	}
+	s.mu.Lock()
+	return true
+}
+
 // isClosed reports whether ch is closed (nil: never). Only for channels
 // that are closed, never sent to (done, cancel).
 func isClosed(ch <-chan struct{}) bool {
@@ -174,7 +197,7 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 	s.selfPoll = false
 	d := s.sleepForLocked(now)
 	closed := s.closed
-	s.mu.Unlock()
+	s.unlock()
 	// Sleep only when the next deadline is far: a short ppoll timeout
 	// oversleeps by the thread's timer slack (50µs by default), which would
 	// space PULLs 50µs apart instead of a packet time.
@@ -230,7 +253,7 @@ func (s *Stack) background() {
 		s.mu.Lock()
 		now = s.clock() // after the lock: a stale now would stamp sends in the past (early RTOs)
 		did := s.pollLocked(now)
-		s.mu.Unlock()
+		s.unlock()
 		if did {
 			idleSince = now
 			continue

@@ -87,6 +87,7 @@ type Stack struct {
 	free        []*Conn  // released CloseAndReuse Conns, reused by newConnLocked
 	pushRetry   ndp.Time // edge pacer held pushes back until then (0: none)
 	txDeferred  bool     // a pollDeferLocked skipped its transmit
+	kickDue     bool     // a Transmit since the lock was taken: unlock kicks the link
 	txErrLogged ndp.Time // when a transmit failure was last logged
 	selfPoll    bool     // the link sleeper's own last poll (no Wake for it)
 	signalled   bool     // this batch woke a waiter
@@ -211,8 +212,27 @@ func (s *Stack) statsLocked() Stats {
 func (s *Stack) Poll() bool {
 	s.mu.Lock()
 	did := s.pollLocked(s.clock())
-	s.mu.Unlock()
+	s.unlock()
 	return did
+}
+
+// unlock releases the stack's lock, then kicks the link when a transmit
+// under it queued frames. The kick is a syscall (AF_XDP: a sendto, which
+// in copy mode runs the frames' whole delivery into the peer, 2-5 µs and
+// more when the thread is descheduled inside it); made under the lock, it
+// held every other waiter of the stack that long. Every lock section that
+// may transmit ends with unlock, not mu.Unlock.
+func (s *Stack) unlock() {
+	kick := s.kickDue
+	s.kickDue = false
+	s.mu.Unlock()
+	if kick {
+		if err := s.link.Kick(); err != nil {
+			s.mu.Lock()
+			s.txFailedLocked(s.clock(), err)
+			s.mu.Unlock()
+		}
+	}
 }
 
 // PollDeferTx is Poll, except that the frames its received batch produced
@@ -225,7 +245,7 @@ func (s *Stack) Poll() bool {
 func (s *Stack) PollDeferTx() bool {
 	s.mu.Lock()
 	did := s.pollDeferLocked(s.clock(), true)
-	s.mu.Unlock()
+	s.unlock()
 	return did
 }
 
@@ -339,6 +359,7 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if err := s.link.Transmit(nil); err != nil {
 			s.txFailedLocked(now, err)
 		}
+		s.kickDue = true
 		return false
 	}
 	// Ask the link for 1 buffer, then 4, 16, ... up to Batch while every
@@ -386,6 +407,7 @@ func (s *Stack) flushTxLocked(now ndp.Time) bool {
 		if err := s.link.Transmit(s.tx[:m]); err != nil {
 			s.txFailedLocked(now, err)
 		}
+		s.kickDue = true
 		s.stats.TxFrames += uint64(m)
 		if m > 0 {
 			sent = true
@@ -668,7 +690,7 @@ func (s *Stack) Close() error {
 	s.flushTxLocked(now) // the RESETs
 	s.closed = true
 	close(s.done)
-	s.mu.Unlock()
+	s.unlock()
 	s.link.Wake()
 	<-s.bgDone
 	err := s.link.Close()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 
 	"golang.org/x/sys/unix"
 )
@@ -140,20 +139,5 @@ func (l *XDPLink) transmitChains(frames [][]byte) error {
 	}
 	l.ntxAlloc = 0
 	l.txOut = out
-	if len(out) == 0 {
-		if l.q.TxOutstanding() > 0 {
-			_, err := l.q.Transmit(nil) // reap, re-kick leftovers
-			return err
-		}
-		return nil
-	}
-	n, err := l.q.Transmit(out)
-	if n < len(out) {
-		// Not expected (allocChains bounded the batch): give the frames back.
-		l.umem.Release(out[n:])
-		if err == nil {
-			err = errors.New("engine: AF_XDP TX ring refused frames")
-		}
-	}
-	return err
+	return l.put(out)
 }

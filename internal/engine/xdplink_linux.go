@@ -108,6 +108,11 @@ type XDPLink struct {
 	xskRaw syscall.RawConn
 	woken  atomic.Bool
 	ready  func(fd uintptr) bool
+	// kickWanted: Transmit queued frames on the TX ring (or left some a
+	// partial sendto did not take); Kick, from any goroutine, clears it
+	// and makes the sendto. Set after the frames are published (Put), so a
+	// Kick that clears it sends them.
+	kickWanted atomic.Bool
 }
 
 // OpenXDP opens an AF_XDP socket on cfg.Interface's queue and attaches the
@@ -310,22 +315,46 @@ func (l *XDPLink) Transmit(frames [][]byte) error {
 		l.spare = append(l.spare, l.tx[i])
 	}
 	l.ntxAlloc = 0
-	if m == 0 {
-		if l.q.TxOutstanding() > 0 {
-			_, err := l.q.Transmit(nil) // reap, re-kick leftovers
-			return err
+	return l.put(l.tx[:m])
+}
+
+// put puts descs on the TX ring for the next Kick; with none it reaps
+// completions and has Kick re-kick frames a partial sendto left.
+func (l *XDPLink) put(descs []afxdp.Desc) error {
+	if len(descs) == 0 {
+		if l.q.TxOutstanding() == 0 {
+			return nil
 		}
-		return nil
+		_, err := l.q.Put(nil)
+		if l.q.TxOutstanding() > 0 {
+			l.kickWanted.Store(true)
+		}
+		return err
 	}
-	n, err := l.q.Transmit(l.tx[:m])
-	if n < m {
+	n, err := l.q.Put(descs)
+	if n > 0 {
+		l.kickWanted.Store(true)
+	}
+	if n < len(descs) {
 		// Not expected (AllocTx bounded the batch): give the frames back.
-		l.umem.Release(l.tx[n:m])
+		l.umem.Release(descs[n:])
 		if err == nil {
 			err = errors.New("engine: AF_XDP TX ring refused frames")
 		}
 	}
 	return err
+}
+
+// Kick implements Link: one sendto when Transmit queued frames since the
+// last Kick (afxdp.Queue.Kick; safe without the stack's lock).
+func (l *XDPLink) Kick() error {
+	if !l.kickWanted.Load() || !l.kickWanted.Swap(false) {
+		return nil
+	}
+	if err := l.q.Kick(); err != nil && !errors.Is(err, afxdp.ErrClosed) {
+		return err
+	}
+	return nil
 }
 
 // openRuntimeWaiter registers a duplicate of the XSK fd with the Go runtime's
