@@ -40,8 +40,17 @@ import (
 //	ring-wake  same as ring-lat but the parent sleeps in Waiter.Wait on the
 //	           eventfd whenever the ring is empty (no spinning), and the
 //	           child rings it with Notifier.Notify.
+//	ring-pingpong-same, ring-pingpong-cross
+//	           round trips: the parent puts a descriptor on one ring and
+//	           notifies, the child (asleep in Waiter.Wait) takes it, puts one
+//	           on the other ring and notifies, the parent (asleep too) takes
+//	           it. Neither spins. -same pins the child to the parent's CPU
+//	           (each half round trip is a context switch between two
+//	           processes on one CPU: an application and its ndpd core on a
+//	           2-CPU machine), -cross to the other CPU. Round-trip time.
 //
-// Parent and child pin their measuring threads to CPU 0 and CPU 1.
+// Parent and child pin their measuring threads to CPU 0 and CPU 1 (CPU 0
+// both for ring-pingpong-same).
 
 // ringSpinLimit is how many empty polls a throughput-phase side makes before
 // sleeping on its eventfd.
@@ -79,12 +88,18 @@ type ringResult struct {
 	Pinned         bool    `json:"pinned"`
 	Nice           int     `json:"spin_phase_nice"`
 	RingWakeups    uint64  `json:"ring_wake_eventfd_writes"`
+	// Round trips between two processes that sleep on their eventfds
+	// (ring-pingpong-same: both on CPU 0; -cross: CPU 0 and 1).
+	PingPongSameCPUP50ns  int64 `json:"pingpong_same_cpu_rtt_p50_ns,omitempty"`
+	PingPongSameCPUP99ns  int64 `json:"pingpong_same_cpu_rtt_p99_ns,omitempty"`
+	PingPongCrossCPUP50ns int64 `json:"pingpong_cross_cpu_rtt_p50_ns,omitempty"`
+	PingPongCrossCPUP99ns int64 `json:"pingpong_cross_cpu_rtt_p99_ns,omitempty"`
 }
 
 func init() {
 	register(&subcommand{
 		name:    "ring",
-		summary: "cross-process shared-memory ring vs a Unix socket pair (throughput, one-way latency, eventfd wake)",
+		summary: "cross-process shared-memory ring vs a Unix socket pair (throughput, one-way latency, eventfd wake, eventfd ping-pong on one CPU and across two)",
 		run:     runRing,
 	})
 }
@@ -121,6 +136,8 @@ func runRing(args []string) error {
 	fmt.Printf("one-way p50/p99: ring (spin) %d/%d ns   uds (blocking) %d/%d ns   ring (eventfd wake) %d/%d ns\n",
 		res.RingP50ns, res.RingP99ns, res.UDSP50ns, res.UDSP99ns, res.RingWakeP50ns, res.RingWakeP99ns)
 	fmt.Printf("p50 ratio ring/uds %.3f, wake/uds %.3f\n", res.P50Ratio, res.WakeP50Ratio)
+	fmt.Printf("eventfd ping-pong round trip p50/p99: same CPU %d/%d ns   across CPUs %d/%d ns\n",
+		res.PingPongSameCPUP50ns, res.PingPongSameCPUP99ns, res.PingPongCrossCPUP50ns, res.PingPongCrossCPUP99ns)
 	return nil
 }
 
@@ -171,6 +188,14 @@ func ringBench(o ringOpts) (ringResult, error) {
 	}
 	res.RingWakeP50ns, res.RingWakeP99ns = ringPct(lat, 0.50), ringPct(lat, 0.99)
 	res.RingWakeups = wakeups
+	if _, lat, err = ringPhasePingPong("ring-pingpong-same", o); err != nil {
+		return res, err
+	}
+	res.PingPongSameCPUP50ns, res.PingPongSameCPUP99ns = ringPct(lat, 0.50), ringPct(lat, 0.99)
+	if _, lat, err = ringPhasePingPong("ring-pingpong-cross", o); err != nil {
+		return res, err
+	}
+	res.PingPongCrossCPUP50ns, res.PingPongCrossCPUP99ns = ringPct(lat, 0.50), ringPct(lat, 0.99)
 	res.ThroughputX = ringRound3(res.RingMsgsPerS / res.UDSMsgsPerS)
 	res.P50Ratio = ringRound3(float64(res.RingP50ns) / float64(res.UDSP50ns))
 	res.WakeP50Ratio = ringRound3(float64(res.RingWakeP50ns) / float64(res.UDSP50ns))
@@ -419,6 +444,52 @@ func ringPhaseWake(o ringOpts, wakeups *uint64) (float64, []int64, error) {
 	return 0, lat, nil
 }
 
+// ringPhasePingPong runs ring-pingpong-same or -cross: the parent produces
+// on RX(0) and the child answers on TX(0), each sleeping on its eventfd
+// until the other's descriptor is there. Round-trip times.
+func ringPhasePingPong(phase string, o ringOpts) (float64, []int64, error) {
+	end, _, conn, cmd, cleanup, err := ringSetup(phase, o)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer cleanup()
+	if err := ringAwaitReady(conn); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return 0, nil, err
+	}
+	out, in := end.Sockets[0].RX, end.Sockets[0].TX
+	one := make([]ring.Desc, 1)
+	lat := make([]int64, 0, o.samples)
+	deadline := time.Now().Add(5 * time.Minute)
+	for i := 0; i < o.samples; i++ {
+		if time.Now().After(deadline) {
+			return 0, nil, errors.New(phase + ": timeout (child gone?)")
+		}
+		start := monoNow()
+		one[0] = ring.Desc{Frame: ring.NoFrame, Aux: uint64(i)}
+		if n, err := out.Produce(one); n != 1 || err != nil {
+			return 0, nil, fmt.Errorf("produce: %d, %v", n, err)
+		}
+		if _, err := end.Notifier.Notify(); err != nil {
+			return 0, nil, err
+		}
+		for !in.Pending() {
+			if err := end.Waiter.Wait(in.Pending, 10*time.Second); err != nil {
+				return 0, nil, err
+			}
+		}
+		if n, err := in.Consume(one); n != 1 || err != nil || one[0].Aux != uint64(i) {
+			return 0, nil, fmt.Errorf("answer %d: %d, %v, %d", i, n, err, one[0].Aux)
+		}
+		lat = append(lat, monoNow()-start)
+	}
+	if err := cmd.Wait(); err != nil {
+		return 0, nil, fmt.Errorf("child %s: %w", phase, err)
+	}
+	return 0, lat, nil
+}
+
 // udsPhase runs uds-thru or uds-lat over a SOCK_SEQPACKET pair (fd 4 in the child).
 func ringUDSPhase(phase string, o ringOpts) (float64, []int64, error) {
 	ctlOurs, ctlTheirs, err := ringSocketPair()
@@ -481,7 +552,11 @@ func ringUDSPhase(phase string, o ringOpts) (float64, []int64, error) {
 
 // ringChild is the producer side of every phase, pinned to CPU 1.
 func ringChild(phase string, o ringOpts) error {
-	ringPin(1)
+	if phase == "ring-pingpong-same" {
+		ringPin(0)
+	} else {
+		ringPin(1)
+	}
 	ctl, err := ringUnixConn(3)
 	if err != nil {
 		return err
@@ -570,6 +645,24 @@ func ringChild(phase string, o ringOpts) error {
 				if free == int(o.slots) {
 					break
 				}
+			}
+		}
+	case "ring-pingpong-same", "ring-pingpong-cross":
+		rx, one := end.Sockets[0].RX, make([]ring.Desc, 1)
+		for i := 0; i < o.samples; i++ {
+			for !rx.Pending() {
+				if err := end.Waiter.Wait(rx.Pending, 10*time.Second); err != nil {
+					return err
+				}
+			}
+			if n, err := rx.Consume(one); n != 1 || err != nil {
+				return fmt.Errorf("consume: %d, %v", n, err)
+			}
+			if n, err := tx.Produce(one); n != 1 || err != nil {
+				return fmt.Errorf("produce: %d, %v", n, err)
+			}
+			if _, err := end.Notifier.Notify(); err != nil {
+				return err
 			}
 		}
 	default:

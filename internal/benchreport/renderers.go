@@ -238,6 +238,10 @@ func ring(b *bytes.Buffer, v *view) {
 		{key: "ring_wake_p99_ns", label: "ring with eventfd wakeup p99 ns"},
 		{key: "wake_p50_ratio_ring_over_uds", label: "wakeup p50 ring / UDS"},
 		{key: "ring_wake_eventfd_writes", label: "eventfd writes"},
+		{key: "pingpong_same_cpu_rtt_p50_ns", label: "eventfd ping-pong round trip, one CPU, p50 ns"},
+		{key: "pingpong_same_cpu_rtt_p99_ns", label: "eventfd ping-pong round trip, one CPU, p99 ns"},
+		{key: "pingpong_cross_cpu_rtt_p50_ns", label: "eventfd ping-pong round trip, two CPUs, p50 ns"},
+		{key: "pingpong_cross_cpu_rtt_p99_ns", label: "eventfd ping-pong round trip, two CPUs, p99 ns"},
 	})
 }
 
