@@ -16,10 +16,11 @@ import (
 // throughput and priority take them; fabric "" is the benchmark's own
 // topology (a veth pair or a Linux bridge).
 type fabricFlags struct {
-	fabric      string // "switch", or "" for the benchmark's own topology
-	link        int64  // --fabric switch: every port's emulated rate, bits/s
-	personality string // --fabric switch: "ndp" or "commodity"
-	hostQueue   int    // --fabric switch: host NIC queue in frames (0: no NIC links)
+	fabric      string        // "switch", or "" for the benchmark's own topology
+	link        int64         // --fabric switch: every port's emulated rate, bits/s
+	personality string        // --fabric switch: "ndp" or "commodity"
+	hostQueue   int           // --fabric switch: host NIC queue in frames (0: no NIC links)
+	tick        time.Duration // --fabric switch: the switch loop's sleep between busy passes (softswitch.Config.Tick)
 }
 
 // fabricFlagValues holds the flag values until parse turns them into a
@@ -29,19 +30,21 @@ type fabricFlagValues struct {
 	link        *bitRate
 	personality *string
 	hostQueue   *int
+	tick        *time.Duration
 	own         string
 }
 
-// registerFabricFlags adds --fabric, --link, --personality and --host-queue
-// to fs; own names the benchmark's topology without the switch (the
-// --fabric default).
-func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string) fabricFlagValues {
+// registerFabricFlags adds --fabric, --link, --personality, --host-queue and
+// --switch-tick to fs; own names the benchmark's topology without the switch
+// (the --fabric default), tick is --switch-tick's default.
+func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string, tick time.Duration) fabricFlagValues {
 	link := bitRate(10e9)
 	v := fabricFlagValues{own: own, link: &link}
 	v.fabric = fs.String("fabric", own, "what joins the hosts: "+own+" ("+ownHelp+") or switch (ndpswitch: NDP trimming queues and a drop-tail queue for kernel TCP at --link per port)")
 	fs.Var(v.link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
 	v.hostQueue = fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	v.personality = fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
+	v.tick = fs.Duration("switch-tick", tick, "--fabric switch: while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long); 0: it polls again at once")
 	return v
 }
 
@@ -55,7 +58,7 @@ func (v fabricFlagValues) parse(fs *flag.FlagSet, rate *int64) (fabricFlags, err
 	default:
 		return fabricFlags{}, fmt.Errorf("--fabric %q: want %s or switch", *v.fabric, v.own)
 	}
-	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue}
+	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue, tick: *v.tick}
 	rateSet := false
 	fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "rate" })
 	if !rateSet && rate != nil {
@@ -75,6 +78,8 @@ func (f fabricFlags) validate() error {
 		return fmt.Errorf("--personality %q: want ndp or commodity", f.personality)
 	case f.hostQueue < 0 || f.hostQueue > 100000:
 		return fmt.Errorf("--host-queue %d: want 0..100000", f.hostQueue)
+	case f.tick < 0 || f.tick > time.Millisecond:
+		return fmt.Errorf("--switch-tick %v: want 0..1ms", f.tick)
 	}
 	return nil
 }
@@ -84,7 +89,7 @@ func (f fabricFlags) on() bool { return f.fabric == "switch" }
 
 // switchConfig is the switch the flags describe.
 func (f fabricFlags) switchConfig() softswitch.Config {
-	cfg := softswitch.Config{Rate: f.link, HostQueue: f.hostQueue}
+	cfg := softswitch.Config{Rate: f.link, HostQueue: f.hostQueue, Tick: f.tick}
 	if f.personality == "commodity" {
 		cfg.Personality = softswitch.TrimCommodity
 	}
@@ -157,8 +162,8 @@ func (f fabricFlags) pair(tb *testbed.Testbed, mtu int) (*testbed.Pair, *softswi
 // setup describes the switch for a benchmark's Setup line.
 func (f fabricFlags) setup(sw *softswitch.Switch) string {
 	c := sw.Config()
-	return fmt.Sprintf("ndpswitch (%s trimming, %s b/s ports, NDP data queue %d packets, drop-tail queue %d frames for TCP, host NIC queues %d frames (0: none))",
-		c.Personality, formatRate(float64(f.link)), max(c.Fabric.DataQueue, 8), c.OtherQueue, f.hostQueue)
+	return fmt.Sprintf("ndpswitch (%s trimming, %s b/s ports, NDP data queue %d packets, drop-tail queue %d frames for TCP, host NIC queues %d frames (0: none), loop tick %v)",
+		c.Personality, formatRate(float64(f.link)), max(c.Fabric.DataQueue, 8), c.OtherQueue, f.hostQueue, c.Tick)
 }
 
 // rto is the NDP stacks' RTO on the switch (zero: the stacks' default off

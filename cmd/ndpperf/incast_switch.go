@@ -41,6 +41,7 @@ type switchCounters struct {
 	Sleeps     uint64  `json:"sleeps"`
 	BusyPasses uint64  `json:"busy_passes"`
 	TxKicks    uint64  `json:"tx_kicks"`
+	Ticks      uint64  `json:"ticks"`
 	// The client's port: the most NDP data frames, NDP header bytes and other
 	// frames queued at once (over the whole run).
 	ClientMaxData        int `json:"client_port_max_data_frames"`
@@ -52,7 +53,7 @@ type switchCounters struct {
 // receiving host's (the incast's client, port 0).
 func newSwitchCounters(d softswitch.Stats, port int) *switchCounters {
 	c := &switchCounters{RxFrames: d.RxFrames, Trimmed: d.Trimmed, Bounced: d.Bounced, NDPDropped: d.NDPDropped, NoBuffer: d.NoBuffer,
-		CPUSeconds: d.CPUSeconds, Sleeps: d.Sleeps, BusyPasses: d.BusyPasses, TxKicks: d.TxKicks}
+		CPUSeconds: d.CPUSeconds, Sleeps: d.Sleeps, BusyPasses: d.BusyPasses, TxKicks: d.TxKicks, Ticks: d.Ticks}
 	for _, p := range d.Ports {
 		if p.NIC {
 			c.NICDrops += p.OtherDrops
@@ -84,6 +85,7 @@ func (c *switchCounters) add(o *switchCounters) {
 	c.Sleeps += o.Sleeps
 	c.BusyPasses += o.BusyPasses
 	c.TxKicks += o.TxKicks
+	c.Ticks += o.Ticks
 	c.ClientMaxData = max(c.ClientMaxData, o.ClientMaxData)
 	c.ClientMaxHeaderBytes = max(c.ClientMaxHeaderBytes, o.ClientMaxHeaderBytes)
 	c.ClientMaxOther = max(c.ClientMaxOther, o.ClientMaxOther)
@@ -91,8 +93,8 @@ func (c *switchCounters) add(o *switchCounters) {
 
 // print writes the counters as one line.
 func (c *switchCounters) print(w io.Writer) {
-	fmt.Fprintf(w, "through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; receiver's port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps, %d busy passes, %d kicks\n",
-		c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps, c.BusyPasses, c.TxKicks)
+	fmt.Fprintf(w, "through the switch: trimmed %d, bounced %d, ndp dropped %d, tcp drops %d, ecn marks %d, tx dropped %d; receiver's port max %d data frames, %d header bytes, %d other frames; switch thread %.2f CPU s, %d sleeps, %d busy passes, %d ticks, %d kicks\n",
+		c.Trimmed, c.Bounced, c.NDPDropped, c.OtherDrops, c.OtherMarks, c.TxDropped, c.ClientMaxData, c.ClientMaxHeaderBytes, c.ClientMaxOther, c.CPUSeconds, c.Sleeps, c.BusyPasses, c.Ticks, c.TxKicks)
 }
 
 // tcpCounters are the kernel's TCP counters of a namespace (/proc/net/snmp

@@ -83,7 +83,8 @@ func run(args []string) error {
 	ctlDSCP := fs.Uint("control-dscp", 46, "commodity: DSCP of high-priority frames")
 	trimDSCP := fs.Uint("trim-dscp", 46, "commodity: DSCP written into trimmed frames")
 	ndpPort := fs.Uint("ndp-port", 6420, "UDP port of NDP frames")
-	horizon := fs.Duration("horizon", 20*time.Microsecond, "send frames due within this of now in one batch")
+	horizon := fs.Duration("horizon", 0, "send frames due within this of now in one batch (0: 20µs, or -tick + 20µs)")
+	loopTick := fs.Duration("tick", 0, "while departures are due, sleep this long after a pass that moved frames: one transmit batch per port per tick, arrivals wait up to this long (0: poll again at once)")
 	statsEvery := fs.Duration("stats", 0, "print counters as JSON this often (0: only at exit)")
 	verbose := fs.Bool("v", false, "log setup and teardown")
 	if err := fs.Parse(args); err != nil {
@@ -100,7 +101,7 @@ func run(args []string) error {
 		Rate: int64(r),
 		Fabric: fabric.Config{DataQueue: *dataQ, HeaderQueueBytes: *hdrQ, WRRHeaders: *wrr,
 			NoReturnToSender: *noRTS, PhantomRate: *gamma * r, PhantomThreshold: *phantomK},
-		OtherQueue: *otherQ, OtherECN: *otherECN, NDPPort: uint16(*ndpPort), Horizon: *horizon,
+		OtherQueue: *otherQ, OtherECN: *otherECN, NDPPort: uint16(*ndpPort), Horizon: *horizon, Tick: *loopTick,
 		Commodity: softswitch.CommodityConfig{TrimSize: *trimSize, DataDSCP: uint8(*dataDSCP),
 			ControlDSCP: uint8(*ctlDSCP), TrimDSCP: uint8(*trimDSCP)},
 	}

@@ -60,6 +60,7 @@ type Stats struct {
 	BusyPasses uint64      `json:"busy_passes"`
 	Sleeps     uint64      `json:"sleeps"`
 	TxKicks    uint64      `json:"tx_kicks"` // transmit calls on the ports' sockets (each a sendto in copy mode)
+	Ticks      uint64      `json:"ticks"`    // sleeps of Config.Tick between passes that moved frames
 	CPUSeconds float64     `json:"cpu_seconds"`
 	Ports      []PortStats `json:"ports"`
 }
@@ -80,6 +81,7 @@ func (s Stats) Sub(old Stats) Stats {
 	d.BusyPasses -= old.BusyPasses
 	d.Sleeps -= old.Sleeps
 	d.TxKicks -= old.TxKicks
+	d.Ticks -= old.Ticks
 	d.CPUSeconds -= old.CPUSeconds
 	d.Ports = append([]PortStats(nil), s.Ports...)
 	for i := range d.Ports {

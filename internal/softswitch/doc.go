@@ -31,7 +31,11 @@
 // is as long as a real one's. A link counts FrameOverhead bytes per frame
 // beyond the frame (24 for Ethernet; 0 by default). Idle, the loop spins Spin (20 µs)
 // and then sleeps in ppoll(2) on every port's socket until the next departure is
-// due.
+// due. With Config.Tick (ndpperf incast: 50 µs) every pass that moved frames is
+// followed by a sleep of Tick, as a NIC moderates its interrupts: under a
+// sustained load the loop wakes once per Tick, takes what arrived meanwhile and
+// sends the next Tick's departures (Horizon = Tick + 20 µs) in one transmit call
+// per port, instead of spinning and kicking a transmit per frame or two.
 //
 // With Config.Spines the one loop emulates a two-tier leaf-spine fabric: the
 // ports are the leaves' host ports, and every leaf-spine link is an internal

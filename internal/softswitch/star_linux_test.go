@@ -22,16 +22,20 @@ import (
 // client's 8-packet port and the switch trims; every byte is verified. Then
 // malformed frames are thrown at the switch and a host's link is removed, and the
 // remaining hosts still exchange verified responses.
-func TestStarIncast(t *testing.T) { testStarIncast(t, softswitch.TrimNDP) }
+func TestStarIncast(t *testing.T) { testStarIncast(t, softswitch.TrimNDP, 0) }
 
 // TestStarIncastCommodity is the incast through the commodity personality: the
 // switch cuts frames to 128 bytes and rewrites their DSCP, the stacks (with
-// CommodityTrim) take them as trimmed headers, and every byte arrives.
-func TestStarIncastCommodity(t *testing.T) { testStarIncast(t, softswitch.TrimCommodity) }
+// CommodityTrim) take them as trimmed headers, and every byte arrives. The
+// switch's loop sleeps a 50 µs tick between busy passes (Config.Tick, as
+// ndpperf incast runs it), and the test checks it did.
+func TestStarIncastCommodity(t *testing.T) {
+	testStarIncast(t, softswitch.TrimCommodity, 50*time.Microsecond)
+}
 
-func testStarIncast(t *testing.T, personality softswitch.Personality) {
+func testStarIncast(t *testing.T, personality softswitch.Personality, tick time.Duration) {
 	tb := testbed.NewT(t)
-	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 4, Switch: softswitch.Config{Rate: 1e9, Personality: personality}})
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 4, Switch: softswitch.Config{Rate: 1e9, Personality: personality, Tick: tick}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +108,11 @@ func testStarIncast(t *testing.T, personality softswitch.Personality) {
 	if st.Trimmed == 0 {
 		t.Fatalf("three-to-one incast at 1 Gb/s trimmed nothing: %+v", st)
 	}
-	t.Logf("switch: rx %d trimmed %d bounced %d ndp dropped %d flooded %d", st.RxFrames, st.Trimmed, st.Bounced, st.NDPDropped, st.Flooded)
+	t.Logf("switch: rx %d trimmed %d bounced %d ndp dropped %d flooded %d, %d busy passes, %d ticks, %d kicks",
+		st.RxFrames, st.Trimmed, st.Bounced, st.NDPDropped, st.Flooded, st.BusyPasses, st.Ticks, st.TxKicks)
+	if tick > 0 && st.Ticks == 0 {
+		t.Fatalf("a switch with a %v tick never slept one during the incast: %+v", tick, st)
+	}
 	cs, err := stacks[0].Stats()
 	if err != nil {
 		t.Fatal(err)

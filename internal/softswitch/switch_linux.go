@@ -124,6 +124,8 @@ func (s *Switch) Run() error {
 		lastBusy ndp.Time
 		lastPub  ndp.Time
 		spin     = ndp.Time(s.cfg.Spin)
+		tick     = ndp.Time(s.cfg.Tick)
+		tickTS   = unix.NsecToTimespec(int64(s.cfg.Tick))
 	)
 	for !s.stop.Load() {
 		now := s.now()
@@ -155,6 +157,10 @@ func (s *Switch) Run() error {
 			if now-lastPub > pubEvery {
 				s.publish()
 				lastPub = now
+			}
+			if tick > 0 {
+				s.core.st.Ticks++
+				_ = unix.Nanosleep(&tickTS, nil)
 			}
 			continue
 		}
