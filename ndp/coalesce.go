@@ -113,13 +113,21 @@ func (e *Endpoint) carryAck(b []byte, cf *ctlFrame, now Time, allowPush bool) (i
 }
 
 // carriedAck handles the ACK a DATA frame carries (FlagAck): the peer's
-// acknowledgement of our packet h.PullCounter, attributed to the path we
-// sent it on. It reports false if that closed c.
+// acknowledgement of our packet h.PullCounter, with the path that packet
+// arrived on echoed in h.AckPath, as an ACK frame echoes it. So it is an
+// RTT sample that tells copies apart (Karn by path, rtt.go): an RPC whose
+// ACKs all ride in the next request or answer (busy polling defers them
+// for that) still learns that an RTO fired on a late peer. A peer that
+// does not echo (AckPath 0) gets it attributed to the path we sent a
+// packet sent once on, and no sample for one sent more than once. It
+// reports false if that closed c.
 func (e *Endpoint) carriedAck(c *conn, h *Header, now Time) bool {
 	e.stats.AcksIn++
 	ack := *h
 	ack.Type, ack.Flags, ack.Seq, ack.PathID = TypeAck, h.Flags&FlagPriority, h.PullCounter, unknownPath
-	if c.snd.inWindow(ack.Seq) {
+	if h.AckPath != 0 {
+		ack.PathID = uint16(h.AckPath - 1)
+	} else if c.snd.inWindow(ack.Seq) {
 		if d := c.snd.desc(ack.Seq); d.karn == karnOne {
 			ack.PathID = d.path // one copy: it is the one acknowledged
 		}
@@ -129,7 +137,7 @@ func (e *Endpoint) carriedAck(c *conn, h *Header, now Time) bool {
 }
 
 // unknownPath stands for "which copy is acknowledged is not known" in an
-// ACK's path field: a carried ACK has no echo of its own (the DATA's path
-// field is the DATA's), so it credits no path and gives no RTT sample for a
-// packet sent more than once (Karn).
+// ACK's path field (a carried ACK from a peer that does not echo): it
+// credits no path and gives no RTT sample for a packet sent more than once
+// (Karn).
 const unknownPath = 0xFFFF

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 func coalescing(c *Config) { c.CoalesceControl = true }
@@ -352,5 +353,70 @@ func TestBouncedCarriedAckRequeued(t *testing.T) {
 	}
 	if seq != req[0].f.Header.Seq {
 		t.Fatalf("re-sent ACK of %d, want %d", seq, req[0].f.Header.Seq)
+	}
+}
+
+// A carried ACK echoes the path its packet arrived on (Header.AckPath), as
+// an ACK frame does, so the sender tells the copies of a packet apart and
+// learns from a late peer: here the client's RTO fires on its request
+// (the server was late), and the answer that carries the ACK of the first
+// copy arrives 3 ms after it left. The fire counts as spurious and the
+// connection's RTO stays at least twice that late sample, as it does when
+// the ACK comes in a frame of its own. Without the echo (a peer that does
+// not set it) the ACK names no copy: no sample, nothing learnt.
+func TestCarriedAckEchoesPath(t *testing.T) {
+	for _, echo := range []bool{true, false} {
+		mod := func(c *Config) { c.CoalesceControl = true }
+		a, b := mkEP(t, ipA, mod), mkEP(t, ipB, mod)
+		if err := b.Listen(80); err != nil {
+			t.Fatal(err)
+		}
+		h, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Write(h, []byte("request"), 0)
+		req := poll(t, a, 0, true)
+		deliver(t, b, 5*us, req...)
+		ev, ok := findEvent(events(b), EventAccepted)
+		if !ok {
+			t.Fatal("not accepted")
+		}
+		buf := make([]byte, 64)
+		b.Read(ev.Handle, buf)
+		b.Write(ev.Handle, []byte("answer"), 3*ms-10*us)
+		out := ofType(poll(t, b, 3*ms-10*us, true), TypeData)
+		if len(out) != 1 || out[0].f.Header.Flags&FlagAck == 0 {
+			t.Fatalf("the answer does not carry the request's ACK (%d DATA frames)", len(out))
+		}
+		if got, want := out[0].f.Header.AckPath, uint8(req[0].f.Header.PathID+1); got != want {
+			t.Fatalf("carried ACK echoes path %d, want %d (the request's path + 1)", got, want)
+		}
+		// The client's RTO fired meanwhile: it resent the request.
+		a.HandleTimers(2 * ms)
+		if a.Stats().RTOFires != 1 {
+			t.Fatalf("RTO fires %d, want 1", a.Stats().RTOFires)
+		}
+		poll(t, a, 2*ms, true)
+		if !echo {
+			// an older peer: byte 27 left zero
+			fr := out[0].f
+			fr.Header.AckPath = 0
+			nb := make([]byte, MaxFrameLen(a.cfg.MTU))
+			n, err := BuildFrame(nb, &fr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[0].b = nb[:n]
+		}
+		deliver(t, a, 3*ms, out...)
+		st := a.Stats()
+		info, _ := a.RTT(h)
+		if echo && (st.SpuriousRTOs != 1 || info.BaseRTO < 6*time.Millisecond) {
+			t.Fatalf("spurious RTOs %d, base RTO %v: the late first copy's ACK was not recognised (want 1, >= 6ms)", st.SpuriousRTOs, info.BaseRTO)
+		}
+		if !echo && (st.SpuriousRTOs != 0 || info.BaseRTO >= 6*time.Millisecond) {
+			t.Fatalf("without the echo: spurious RTOs %d, base RTO %v, want no sample taken", st.SpuriousRTOs, info.BaseRTO)
+		}
 	}
 }

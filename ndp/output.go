@@ -277,6 +277,11 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	if ack != nil {
 		hd.Flags |= FlagAck
 		hd.PullCounter = ack.seq
+		if ack.pathID < 0xFF {
+			// the acknowledged packet's path, echoed as an ACK frame
+			// would: the peer can then tell which copy arrived
+			hd.AckPath = uint8(ack.pathID + 1)
+		}
 		e.stats.AcksOut++
 		e.stats.ControlMerged++
 	}

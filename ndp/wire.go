@@ -40,7 +40,7 @@ const (
 	hPayloadLen  = 22 // u16 payload length; kept when the payload is trimmed
 	hPathID      = 24 // u16 path the DATA went on (echoed by ACK/NACK)
 	hPriority    = 26 // u8  priority class (0 normal)
-	hCode        = 27 // u8  ResetCode for RESET
+	hCode        = 27 // u8  ResetCode for RESET; DATA with FlagAck: 1 + the acknowledged packet's path (AckPath)
 	hOffset      = 28 // u64 stream byte offset of the payload (DATA)
 	hFlowSize    = 36 // u64 D3 flow size hint in bytes (0 none)
 	hDeadline    = 44 // u32 D3 deadline, microseconds from the send time (0 none)
@@ -159,10 +159,14 @@ type Header struct {
 	PayloadLen  uint16
 	PathID      uint16
 	Priority    uint8
-	Code        ResetCode
-	Offset      uint64 // stream byte offset of the payload
-	FlowSize    uint64 // D3 size hint, bytes
-	DeadlineUS  uint32 // D3 deadline hint, microseconds relative to sending
+	Code        ResetCode // RESET only
+	// AckPath is, on DATA carrying an ACK (FlagAck), 1 + the path id the
+	// acknowledged packet arrived on (0: not echoed). It shares the code
+	// byte, which only RESET uses otherwise.
+	AckPath    uint8
+	Offset     uint64 // stream byte offset of the payload
+	FlowSize   uint64 // D3 size hint, bytes
+	DeadlineUS uint32 // D3 deadline hint, microseconds relative to sending
 }
 
 // Frame is a parsed frame view. Payload aliases the parsed buffer.
@@ -272,7 +276,11 @@ func decodeHeader(h []byte, hd *Header) {
 	hd.PayloadLen = binary.BigEndian.Uint16(h[hPayloadLen:])
 	hd.PathID = binary.BigEndian.Uint16(h[hPathID:])
 	hd.Priority = h[hPriority]
-	hd.Code = ResetCode(h[hCode])
+	if hd.Type == TypeReset {
+		hd.Code = ResetCode(h[hCode])
+	} else {
+		hd.AckPath = h[hCode]
+	}
 	hd.Offset = binary.BigEndian.Uint64(h[hOffset:])
 	hd.FlowSize = binary.BigEndian.Uint64(h[hFlowSize:])
 	hd.DeadlineUS = binary.BigEndian.Uint32(h[hDeadline:])
@@ -292,7 +300,11 @@ func encodeHeader(h []byte, hd *Header) {
 	binary.BigEndian.PutUint16(h[hPayloadLen:], hd.PayloadLen)
 	binary.BigEndian.PutUint16(h[hPathID:], hd.PathID)
 	h[hPriority] = hd.Priority
-	h[hCode] = uint8(hd.Code)
+	if hd.Type == TypeReset {
+		h[hCode] = uint8(hd.Code)
+	} else {
+		h[hCode] = hd.AckPath
+	}
 	binary.BigEndian.PutUint64(h[hOffset:], hd.Offset)
 	binary.BigEndian.PutUint64(h[hFlowSize:], hd.FlowSize)
 	binary.BigEndian.PutUint32(h[hDeadline:], hd.DeadlineUS)

@@ -12,7 +12,8 @@
 -- ndp.flags.syn ... ndp.flags.ack), ndp.srcport, ndp.dstport, ndp.connid,
 -- ndp.seq, ndp.pull (pull counter; on DATA with the ACK flag: the
 -- acknowledged seq, ndp.acked), ndp.synoff, ndp.len (payload length, kept
--- on trimmed frames), ndp.path, ndp.prio, ndp.code (RESET reason),
+-- on trimmed frames), ndp.path, ndp.prio, ndp.code (RESET reason; on DATA
+-- carrying an ACK, ndp.ackpath: the acknowledged packet's path + 1),
 -- ndp.offset (stream offset; ACK with ACKMORE: ndp.ackbitmap),
 -- ndp.flowsize and ndp.deadline (D3 hints), ndp.payload, and ndp.cut on a
 -- DATA frame a commodity switch trimmed (fewer payload bytes than ndp.len
@@ -49,6 +50,7 @@ F.len      = ProtoField.uint16("ndp.len", "Payload length", base.DEC)
 F.path     = ProtoField.uint16("ndp.path", "Path id", base.DEC)
 F.prio     = ProtoField.uint8("ndp.prio", "Priority class", base.DEC)
 F.code     = ProtoField.uint8("ndp.code", "Reset code", base.DEC, codes)
+F.ackpath  = ProtoField.uint8("ndp.ackpath", "Acknowledged packet's path + 1 (carried ACK)", base.DEC)
 F.offset   = ProtoField.uint64("ndp.offset", "Stream offset", base.DEC)
 F.bitmap   = ProtoField.uint64("ndp.ackbitmap", "More acknowledged (bit i: seq+1+i)", base.HEX)
 F.flowsize = ProtoField.uint64("ndp.flowsize", "D3 flow size (bytes, 0 none)", base.DEC)
@@ -110,7 +112,11 @@ function ndp.dissector(buf, pinfo, tree)
 	st:add(F.len, buf(22, 2))
 	st:add(F.path, buf(24, 2))
 	st:add(F.prio, buf(26, 1))
-	st:add(F.code, buf(27, 1))
+	if t == 1 and has(flags, 0x0400) then
+		st:add(F.ackpath, buf(27, 1))
+	else
+		st:add(F.code, buf(27, 1))
+	end
 	if t == 2 and has(flags, 0x0100) then
 		st:add(F.bitmap, buf(28, 8))
 	else
