@@ -219,7 +219,7 @@ func AttachQueue(path string, i int, cfg ClientConfig) (*Client, error) {
 		c.dialFree = append(c.dialFree, i)
 	}
 	c.inflight = make([]int32, l.Sockets)
-	c.maxInflight = int32(max(l.Part.Count/8, 4))
+	c.maxInflight = int32(socketInflightCap(l.Part.Count))
 	c.slotQ = make([][]ring.Desc, l.Sockets)
 	for i := range c.slotQ {
 		c.slotQ[i] = make([]ring.Desc, end.Sockets[i].RX.Spec().Slots)

@@ -157,6 +157,9 @@ type Core struct {
 	started    time.Time
 	stats      CoreStats
 	spin       time.Duration // current spin window (adaptSpin)
+	// writerWakeBatch is how many returned frames wake a writer waiting
+	// for them (flushCompletions): half a socket's in-flight cap.
+	writerWakeBatch uint32
 
 	cmdBuf   [64]ring.Desc
 	txBuf    [64]ring.Desc
@@ -194,13 +197,14 @@ func NewCore(cfg Config, tr Transport) (*Core, error) {
 	}
 	c := &Core{
 		cfg: cfg, log: cfg.Logger, tr: tr, pool: pool, buf: buf,
-		byApp:     make(map[ring.AppID]*session),
-		listeners: make(map[uint16]*session),
-		conns:     make(map[ConnID]connRef),
-		reqs:      make(chan request, 64),
-		doorbell:  db,
-		stopped:   make(chan struct{}),
-		quit:      make(chan struct{}),
+		writerWakeBatch: socketInflightCap(pc.AppFrames) / 2,
+		byApp:           make(map[ring.AppID]*session),
+		listeners:       make(map[uint16]*session),
+		conns:           make(map[ConnID]connRef),
+		reqs:            make(chan request, 64),
+		doorbell:        db,
+		stopped:         make(chan struct{}),
+		quit:            make(chan struct{}),
 	}
 	tr.SetWakeup(c.wake)
 	return c, nil

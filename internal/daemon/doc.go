@@ -141,7 +141,11 @@
 // frames (high half); after each iteration the core writes the app's eventfd
 // when it produced data or an end of stream on an RX ring, an accepted
 // connection, or a reply somebody waits for (a failed dial included), and
-// for returned TX frames only while a writer waits for frames. A
+// for returned TX frames only while a writer waits for frames, once half a
+// socket's in-flight cap has come back since the last such wakeup or the
+// core holds none of the app's frames any more (a transport whose send
+// buffer is full takes a few frames per iteration; a writer woken for each
+// few would write only those). A
 // successful dial's reply, completions nobody waits for and OpSlotFree are
 // taken on the app's next poll. An end of stream found with the last data
 // goes out in the same batch, so a reader is woken once for both. On two

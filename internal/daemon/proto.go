@@ -263,3 +263,9 @@ func eventWake(d *ring.Desc) wakeReason {
 	}
 	return wakeReaders
 }
+
+// socketInflightCap is how many TX frames one socket of an application
+// with a partition of part frames may have in flight (the client enforces
+// it): an eighth of the partition, at least 4, so a blocked socket cannot
+// hold the whole partition.
+func socketInflightCap(part uint32) uint32 { return max(part/8, 4) }

@@ -80,11 +80,16 @@ type session struct {
 	completed []uint32    // frames to hand back on the completion ring (one batch)
 	complSlot []uint32    // the slot each completed frame was sent on
 	lent      uint32      // daemon frames this app holds (RX rings or its hands)
-	counters  SessionCounters
-	attached  time.Time
-	wake      wakeReason // what this iteration produced that a sleeping app waits for
-	dead      bool       // reclaimed; the core drops it from its list
-	onDeath   func()     // closes the app's control connection
+	// complUnwoken counts the frames returned on the completion ring since
+	// the core last woke (or would have woken) the app's writers for
+	// frames: a writer out of frames is woken once a batch of them is back
+	// (flushCompletions), not for every few the transport takes.
+	complUnwoken uint32
+	counters     SessionCounters
+	attached     time.Time
+	wake         wakeReason // what this iteration produced that a sleeping app waits for
+	dead         bool       // reclaimed; the core drops it from its list
+	onDeath      func()     // closes the app's control connection
 }
 
 func newSession(app ring.AppID, region *ring.Region, end *ring.DaemonEnd, peer PeerCred, now time.Time) *session {
@@ -303,9 +308,24 @@ func (c *Core) pollTX(s *session) bool {
 		}
 	}
 	if len(s.completed) > 0 {
-		c.flushCompletions(s)
+		c.flushCompletions(s, !c.holdsTX(s))
 	}
 	return work
+}
+
+// holdsTX reports whether the core still holds frames of s: a descriptor
+// on some TX ring, or a head partly written.
+func (c *Core) holdsTX(s *session) bool {
+	for slot := range s.socks {
+		so := &s.socks[slot]
+		if so.state == sockFree || so.state == sockFreeing {
+			continue
+		}
+		if so.headChecked || s.end.Sockets[slot].TX.Pending() {
+			return true
+		}
+	}
+	return false
 }
 
 // txSlot writes one batch of TX(slot) descriptors. A bound slot writes them
@@ -367,7 +387,7 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 		so.headChecked = false
 		done++
 		if len(s.completed) == cap(s.completed) {
-			c.flushCompletions(s)
+			c.flushCompletions(s, false)
 		}
 	}
 	tx.Release(done)
@@ -378,7 +398,14 @@ func (c *Core) txSlot(s *session, slot int, so *socket) bool {
 // first, then the pool ledger, for exactly the frames produced. The
 // completion ring holds a whole partition, so it cannot be short unless the
 // app broke the ring; what does not fit is kept for the next iteration.
-func (c *Core) flushCompletions(s *session) {
+//
+// A writer waiting for frames is woken once writerWakeBatch frames came
+// back since its last wakeup, or when drained (the core holds none of the
+// app's frames any more, so no more are coming): while the transport's
+// send buffer is full, the core writes and returns a few frames per
+// iteration as PULLs make room, and a wakeup for each few cost a context
+// switch pair for a writer that then wrote only those few.
+func (c *Core) flushCompletions(s *session, drained bool) {
 	for i, f := range s.completed {
 		c.complBuf[i] = ring.Desc{Frame: f, Conn: s.complSlot[i], Op: ring.OpData}
 	}
@@ -389,7 +416,11 @@ func (c *Core) flushCompletions(s *session) {
 	}
 	if n > 0 {
 		c.pool.CompleteTX(s.app, s.completed[:n])
-		s.wake |= wakeWriters
+		s.complUnwoken += uint32(n)
+		if drained || s.complUnwoken >= c.writerWakeBatch {
+			s.wake |= wakeWriters
+			s.complUnwoken = 0
+		}
 	}
 	s.completed = s.completed[:copy(s.completed, s.completed[n:])]
 	s.complSlot = s.complSlot[:copy(s.complSlot, s.complSlot[n:])]

@@ -177,3 +177,81 @@ func TestAdaptSpin(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterWokenPerBatchOfFrames: a writer out of TX frames is woken once
+// half its socket's in-flight cap has come back, not for every frame the
+// transport takes. The transport's buffer holds two frames and the reader
+// reads one frame's worth only while the writer waits for frames, so frames
+// come back one at a time; the writer's wakeups stay near frames/batch
+// (one per returned frame before).
+func TestWriterWokenPerBatchOfFrames(t *testing.T) {
+	cfg := smallConfig()
+	tr := newLoopTransport(2 * int(cfg.Pool.FrameSize))
+	h := startHarnessOn(t, cfg, ServerConfig{}, tr)
+	srvApp, cli := h.attach(), h.attach()
+	l, err := srvApp.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const frames = 256
+	msg := payload(frames*int(cfg.Pool.FrameSize), 3)
+	deadline := time.Now().Add(30 * time.Second)
+	s, err := cli.Dial(netip.MustParseAddrPort("10.0.0.2:7"), DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := s.Write(msg, deadline, nil)
+		wrote <- err
+	}()
+	srv, err := l.Accept(deadline, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	got := make([]byte, 0, len(msg))
+	buf := make([]byte, cfg.Pool.FrameSize)
+	for len(got) < len(msg) {
+		if len(got) < len(msg)-int(cfg.Pool.FrameSize)*100 {
+			// Read only while the writer waits for frames (so each frame
+			// the read lets the core take comes back to a waiting writer).
+			waitFor(t, "the writer waiting for frames", 10*time.Second, func() (bool, string) {
+				select {
+				case err := <-wrote:
+					wrote <- err
+					return true, ""
+				default:
+				}
+				return atomic.LoadUint32(cli.sleepWord)&appFrameWaitMask != 0, ""
+			})
+		}
+		n, err := srv.Read(buf, deadline, nil)
+		if err != nil {
+			t.Fatalf("read after %d bytes: %v", len(got), err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(msg) {
+		t.Fatal("the reader got other bytes than were written")
+	}
+	snap, err := QueryStatus(h.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wakeups uint64
+	for _, a := range snap.Apps {
+		if a.App == uint32(cli.App()) {
+			wakeups = a.Counters.AppWakeups
+		}
+	}
+	batch := socketInflightCap(cfg.Pool.AppFrames) / 2
+	if max := uint64(frames/batch + 8); wakeups > max {
+		t.Fatalf("the writer was woken %d times for %d frames, want at most %d (one per %d returned)", wakeups, frames, max, batch)
+	}
+	t.Logf("%d writer wakeups for %d frames (batch %d)", wakeups, frames, batch)
+}
