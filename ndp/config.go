@@ -126,6 +126,14 @@ type Config struct {
 	// every frame costs a system call's share and a copy. Receivers of
 	// either setting understand both.
 	CoalesceControl bool
+	// AckHold, with CoalesceControl, lets a receiver hold a connection's
+	// ACKs for up to AckHold and send them in the connection's next PULL
+	// frame (ackhold.go): an incast's receiver otherwise sends an ACK frame
+	// and, a pull slot later, a PULL frame for most packets. A held ACK
+	// leaves at once when no PULL is coming (the sender's LAST) or another
+	// frame of the connection is queued. Zero (the default) holds nothing;
+	// below RTO.
+	AckHold time.Duration
 	// Commodity recognises frames trimmed by switches that know nothing of
 	// NDP and marks frames for them (CommodityTrim). The zero value is off.
 	Commodity CommodityTrim
@@ -254,6 +262,8 @@ func (c *Config) validate() error {
 		return bad("MaxTimeWait %d < 1", c.MaxTimeWait)
 	case c.ListenReserve < 0 || c.ListenReserve > c.MaxConns:
 		return bad("ListenReserve %d outside [0, MaxConns]", c.ListenReserve)
+	case c.AckHold < 0 || c.AckHold >= c.RTO:
+		return bad("AckHold %v outside [0, RTO %v)", c.AckHold, c.RTO)
 	case c.ControlQueue < 16:
 		return bad("ControlQueue %d < 16", c.ControlQueue)
 	}

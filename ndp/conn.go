@@ -50,6 +50,13 @@ type conn struct {
 	// frame (0: none), which later ones merge into while it is still
 	// queued (Config.CoalesceControl).
 	ctlPending uint64
+	// A held ACK (Config.AckHold, ackhold.go): packet ackSeq, echoing
+	// ackPath, and bit i of ackMore packet ackSeq+1+i, held since ackAt.
+	ackHeld bool
+	ackPath uint16
+	ackSeq  uint32
+	ackMore uint64
+	ackAt   Time
 }
 
 // newConn allocates a connection object; with prealloc its stream buffers

@@ -1,7 +1,22 @@
 package ndp
 
 // queueCtl queues a control frame for connection c. Overflow drops it.
+// With AckHold an ACK is held for c's next PULL instead (ackhold.go), and
+// any other frame of c queues the held ACK ahead of itself.
 func (e *Endpoint) queueCtl(c *conn, t PacketType, seq, pull uint32, path uint16, code ResetCode) {
+	if e.cfg.AckHold > 0 && e.cfg.CoalesceControl {
+		if t == TypeAck {
+			e.holdAck(c, seq, path)
+			return
+		}
+		e.releaseAck(c)
+	}
+	e.queueCtlNow(c, t, seq, pull, path, code)
+}
+
+// queueCtlNow queues a control frame for connection c, merged into c's
+// queued one where CoalesceControl allows. Overflow drops it.
+func (e *Endpoint) queueCtlNow(c *conn, t PacketType, seq, pull uint32, path uint16, code ResetCode) {
 	coalesce := e.cfg.CoalesceControl && (t == TypeAck || t == TypePull)
 	if coalesce && c.ctlPending != 0 && e.mergeCtl(c, t, seq, pull, path) {
 		return

@@ -97,6 +97,7 @@ func (e *Endpoint) flushPulls(c *conn) {
 // dropPulls forgets pending and owed pulls and tells the host to drop the
 // ones it queued (EventDropPulls).
 func (e *Endpoint) dropPulls(c *conn) {
+	e.releaseAck(c) // no PULL is coming for it to ride in
 	c.rcv.owedPulls = 0
 	c.pullsPending = 0
 	c.pullEvQueued = false

@@ -26,6 +26,9 @@ func (e *Endpoint) HandleTimers(now Time) {
 }
 
 func (e *Endpoint) connTimer(c *conn, now Time) {
+	if at := e.ackHoldDeadline(c); at != 0 && now >= at {
+		e.releaseAck(c)
+	}
 	if e.silenceTimer(c, now) {
 		return
 	}
@@ -105,7 +108,8 @@ func (e *Endpoint) stalled(c *conn) bool {
 	return !c.closed && (s.hasRtx() || s.hasNew()) && !s.canPull() && !s.canPush()
 }
 
-// rearm recomputes c's timer: the RTO deadline, or the stall deadline.
+// rearm recomputes c's timer: the RTO deadline, the stall deadline, the
+// silence deadline or a held ACK's (AckHold), whichever is first.
 func (e *Endpoint) rearm(c *conn) {
 	s := &c.snd
 	t := s.rtoAt
@@ -117,6 +121,9 @@ func (e *Endpoint) rearm(c *conn) {
 	}
 	if st := e.silenceDeadline(c); st != 0 && (t == 0 || st < t) {
 		t = st
+	}
+	if at := e.ackHoldDeadline(c); at != 0 && (t == 0 || at < t) {
+		t = at
 	}
 	if c.closed {
 		t = 0

@@ -112,7 +112,10 @@ type Config struct {
 	// paper does. By default the stack sets Endpoint.CoalesceControl: a
 	// connection's ACKs and PULLs queued for the same transmit batch share
 	// frames, which on AF_XDP in copy mode (a copy and a share of a sendto
-	// per frame) removes most control frames of a transfer.
+	// per frame) removes most control frames of a transfer; and, unless
+	// Endpoint.AckHold is set (negative: none), Endpoint.AckHold is
+	// min(200 µs, RTO/4): a pulled connection's ACKs wait for its next PULL
+	// frame instead of taking frames of their own.
 	SeparateControl bool
 	// OnEvent, when set, is called for every connection event after the
 	// Stack processed it, with the Stack's lock held: it must not call back
@@ -124,6 +127,10 @@ type Config struct {
 	// Logger receives setup/teardown logs only. Nil means none.
 	Logger *zap.Logger
 }
+
+// defaultAckHold is Endpoint.AckHold's default with coalesced control frames
+// (SeparateControl off), at most a quarter of the RTO.
+const defaultAckHold = 200 * time.Microsecond
 
 // ErrInvalidConfig wraps every Config validation failure.
 var ErrInvalidConfig = errors.New("engine: invalid config")
@@ -137,6 +144,14 @@ func (c *Config) populate() {
 	}
 	if !c.SeparateControl {
 		c.Endpoint.CoalesceControl = true
+		switch rto := c.Endpoint.RTO; {
+		case c.Endpoint.AckHold < 0:
+			c.Endpoint.AckHold = 0
+		case c.Endpoint.AckHold == 0 && rto == 0:
+			c.Endpoint.AckHold = defaultAckHold
+		case c.Endpoint.AckHold == 0:
+			c.Endpoint.AckHold = min(defaultAckHold, rto/4)
+		}
 	}
 	if c.NeighborTTL == 0 {
 		c.NeighborTTL = 30 * time.Second

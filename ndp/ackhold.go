@@ -1,0 +1,66 @@
+package ndp
+
+import "math/bits"
+
+// ACK holding (Config.AckHold, with CoalesceControl). A receiver that pulls
+// a sender owes it an ACK per DATA packet and, one pull slot later, a PULL.
+// Coalescing merges the two only when the pacer releases the PULL before
+// the ACK frame has left, which at one pull per connection every N slots
+// (N senders) it seldom does: an 8-to-1 incast's client sent an ACK frame
+// and a PULL frame for most packets. Holding the ACK instead:
+//
+//   - an ACK of connection c is not queued but held in c (ackSeq, and a
+//     64-bit bitmap of later packets, as a merged ACK frame carries them);
+//     later ACKs of c join it;
+//   - the next PULL of c (PullReleased) queues the held ACK first, and the
+//     PULL merges into it: one ACK frame carrying the PULL;
+//   - anything else that must not wait queues it at once: c's pulls are
+//     dropped (the sender's LAST: no PULL is coming), a NACK or RESET of c
+//     is queued, an ACK falls outside the bitmap, or it was held AckHold
+//     (the connection's timer).
+//
+// An ACK is delayed by at most AckHold, and by at most a pull slot per
+// pulled connection while the pacer keeps its schedule; the sender's RTT
+// samples include the delay, as they include a delayed TCP ACK's.
+
+// holdAck holds an ACK of packet seq for c's next PULL (queueCtl decided
+// AckHold applies).
+func (e *Endpoint) holdAck(c *conn, seq uint32, path uint16) {
+	if c.ackHeld {
+		d := seq - c.ackSeq - 1
+		switch {
+		case seq == c.ackSeq:
+			e.stats.ControlMerged++
+			return
+		case d < 64:
+			c.ackMore |= 1 << d
+			e.stats.ControlMerged++
+			return
+		}
+		e.releaseAck(c)
+	}
+	c.ackHeld, c.ackSeq, c.ackPath, c.ackMore, c.ackAt = true, seq, path, 0, e.now
+	e.rearm(c)
+}
+
+// releaseAck queues c's held ACK, if any, as an ACK frame (merged into c's
+// queued control frame when that is still possible).
+func (e *Endpoint) releaseAck(c *conn) {
+	if !c.ackHeld {
+		return
+	}
+	c.ackHeld = false
+	e.queueCtlNow(c, TypeAck, c.ackSeq, 0, c.ackPath, 0)
+	for m := c.ackMore; m != 0; m &= m - 1 {
+		e.queueCtlNow(c, TypeAck, c.ackSeq+1+uint32(bits.TrailingZeros64(m)), 0, c.ackPath, 0)
+	}
+	e.rearm(c) // its timer no longer waits for the held ACK
+}
+
+// ackHoldDeadline is when c's held ACK must leave (0: none held).
+func (e *Endpoint) ackHoldDeadline(c *conn) Time {
+	if !c.ackHeld {
+		return 0
+	}
+	return c.ackAt + Time(e.cfg.AckHold)
+}
