@@ -38,7 +38,9 @@ type Transport interface {
 	CloseWrite(c ConnID) error
 	// Read copies received in-order bytes of c into p: (0, nil) when none
 	// are ready, io.EOF after the peer's FIN, the connection's error once it
-	// failed.
+	// failed. It takes only what an earlier Poll received and does no
+	// network work of its own (no receive, no transmit): the core reads a
+	// frame's worth at a time, and its one Poll per iteration is the batch.
 	Read(c ConnID, p []byte) (int, error)
 	// Release hands c back: graceful when the peer's stream ended (FIN after
 	// the queued data, then the transport frees it), an abort otherwise.
