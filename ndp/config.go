@@ -30,8 +30,12 @@ type Config struct {
 	// [HeaderOverhead-14+64, 9216].
 	MTU int
 	// IW is the initial window: packets pushed without being pulled when a
-	// connection starts or after its sender marked LAST. Default 30 (paper).
-	// Range [1, 1024].
+	// connection starts or after its sender marked LAST. One pull answers
+	// each arrival, so IW is also the packets a connection keeps in flight:
+	// it has to cover the pull rate times the round trip, host processing
+	// included (paper section 6.1, Fig. 11). Default: 30 packets (the
+	// paper's, at MTU 9000), and at smaller MTUs as many as carry
+	// DefaultIWBytes (93 at MTU 1500). Range [1, 1024].
 	IW int
 	// RTO is the initial and the minimum retransmission timeout for real
 	// loss. Default 1ms (the paper's value for a 400us worst-case RTT). Each
@@ -176,6 +180,23 @@ const (
 	maxWindowPkts      = 1024 // per-direction sequence window (packets in flight)
 )
 
+// DefaultIWBytes is the payload the default initial window carries at
+// least: a 10 Gb/s pull rate's worth of about 100us, the round trip of two
+// stacks on a shared host whose threads are not always running (copy-mode
+// AF_XDP, a kick and a poll each way). At MTU 9000 the paper's 30 packets
+// already carry twice that.
+const DefaultIWBytes = 128 << 10
+
+// DefaultIW is Config.IW's default at an MTU: the paper's 30 packets, or
+// as many as carry DefaultIWBytes of payload if that is more.
+func DefaultIW(mtu int) int {
+	if mtu < minMTU || mtu > maxMTU {
+		return defaultIW
+	}
+	p := MaxPayload(mtu)
+	return min(max(defaultIW, (DefaultIWBytes+p-1)/p), maxWindowPkts)
+}
+
 func (c *Config) populate() {
 	if c.UDPPort == 0 {
 		c.UDPPort = DefaultPort
@@ -184,7 +205,7 @@ func (c *Config) populate() {
 		c.MTU = defaultMTU
 	}
 	if c.IW == 0 {
-		c.IW = defaultIW
+		c.IW = DefaultIW(c.MTU)
 	}
 	if c.RTO == 0 {
 		c.RTO = defaultRTO

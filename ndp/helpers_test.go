@@ -20,7 +20,9 @@ var (
 
 func mkEP(t testing.TB, ip [4]byte, mod func(*Config)) *Endpoint {
 	t.Helper()
-	cfg := Config{LocalIP: ip, LocalMAC: [6]byte{2, 0, 0, 0, 0, ip[3]}, Seed: uint64(ip[3])}
+	// The mechanism tests count in the paper's window of 30 packets, not
+	// the MTU 1500 default (DefaultIW).
+	cfg := Config{LocalIP: ip, LocalMAC: [6]byte{2, 0, 0, 0, 0, ip[3]}, Seed: uint64(ip[3]), IW: 30}
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -68,7 +68,8 @@ type Config struct {
 	Policy Policy
 	// MTU is the IPv4 MTU. Zero means the interface MTU (1500 for OpenPipe).
 	MTU int
-	// IW is the first-RTT window in packets. Zero means 30 (NDP paper).
+	// IW is the first-RTT window in packets. Zero means ndp.DefaultIW(MTU):
+	// 93 at MTU 1500, the paper's 30 at MTU 9000.
 	IW int
 	// CommodityTrim recognises frames trimmed by a switch that knows nothing
 	// of NDP (by their DSCP and their being shorter than their lengths say)

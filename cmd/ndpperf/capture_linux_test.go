@@ -40,7 +40,9 @@ func TestIncastCaptureDissector(t *testing.T) {
 		t.Skip("tshark not on PATH")
 	}
 	dir := t.TempDir()
-	if _, err := incastTestbed(incastOpts{servers: 3, size: 64 << 10, rounds: 2, rate: 10e9, pcap: dir}); err != nil {
+	// Responses larger than the first window (93 packets at MTU 1500), so
+	// that some DATA is pulled.
+	if _, err := incastTestbed(incastOpts{servers: 3, size: 256 << 10, rounds: 2, rate: 10e9, pcap: dir}); err != nil {
 		t.Fatal(err)
 	}
 	frames := readPcapng(t, filepath.Join(dir, "incast-client.pcapng"))

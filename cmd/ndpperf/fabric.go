@@ -177,6 +177,21 @@ func (f fabricFlags) rto() time.Duration {
 	return switchRTO(f.link)
 }
 
+// iw is the stacks' initial window through the switch: the paper's 30
+// packets, which its 8-packet queues and ndpsim's runs beside (IW 30) are
+// sized for; 0 (ndp.DefaultIW, 93 at MTU 1500) on a veth pair or bridge,
+// where no queue trims a first window.
+func (f fabricFlags) iw() int {
+	if !f.on() {
+		return 0
+	}
+	return switchIW
+}
+
+// switchIW is the initial window of NDP stacks behind ndpswitch (fabricFlags.iw,
+// ndpperf hull and leafspine).
+const switchIW = 30
+
 // switchRTO is rto for a link of rate bits/s.
 func switchRTO(rate int64) time.Duration {
 	return max(time.Millisecond, 4*3*8*time.Duration(1500*8*1e9/rate))

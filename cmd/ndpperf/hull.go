@@ -250,7 +250,7 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) (hullTurn
 		}
 	}()
 	for i, h := range star.Hosts {
-		s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.link, Gamma: gamma, RTO: o.rto})
+		s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.link, Gamma: gamma, RTO: o.rto, IW: switchIW})
 		if err != nil {
 			return zero, err
 		}

@@ -285,7 +285,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		dst := (i + o.perLeaf) % n
 		switch transport {
 		case "ndp":
-			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto})
+			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto, IW: switchIW})
 			if err != nil {
 				return run, err
 			}

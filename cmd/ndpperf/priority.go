@@ -372,7 +372,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 	}()
 	// host opens a stack on host i.
 	host := func(i int, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
-		cfg.CommodityTrim, cfg.RTO = o.commodityTrim(), o.rto()
+		cfg.CommodityTrim, cfg.RTO, cfg.IW = o.commodityTrim(), o.rto(), o.iw()
 		s, err := openStack(hosts[i].ns, hosts[i].link.Name, cfg)
 		if err != nil {
 			return nil, netip.Addr{}, err

@@ -26,7 +26,7 @@ func deadlinePair(t *testing.T) (a, b *Stack, clk *stepClock) {
 	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
 		s, err := New(Config{
 			Link:         l,
-			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed, RTO: time.Millisecond},
+			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed, RTO: time.Millisecond, IW: 30}, // a first window within one receive Batch
 			Resolver:     StaticResolver{ipA: macA, ipB: macB},
 			LinkRate:     1e9,
 			NoBackground: true,

@@ -35,7 +35,7 @@ func d3Burst(senders int, mean ndp.Time, deadline bool, runs int) (D3Point, erro
 	for r := 0; r < runs; r++ {
 		rng := rand.New(rand.NewPCG(uint64(r+1), uint64(senders)<<20|uint64(mean/1e6)))
 		cfg := StarConfig{Hosts: senders + 1, LinkRate: 1e9, LinkDelay: 1000,
-			Endpoint: ndp.Config{MTU: 1500},
+			Endpoint: ndp.Config{MTU: 1500, IW: 30},
 			Fabric:   fabric.Config{DataQueue: 8}, Seed: uint64(r + 1)}
 		if deadline {
 			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}

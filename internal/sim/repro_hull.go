@@ -27,7 +27,7 @@ func hullRun(flows int, gamma float64, size int64, warmup ndp.Time) (HULLPoint, 
 	const rate = 1e9
 	cfg := StarConfig{
 		Hosts: flows + 1, LinkRate: rate, LinkDelay: 1000,
-		Endpoint: ndp.Config{MTU: 1500},
+		Endpoint: ndp.Config{MTU: 1500, IW: 30},
 		Pulls:    pullpacer.QueueConfig{Gamma: gamma},
 		// HULL's PQ (Table 3): drain at γC, mark above 1 KB.
 		Fabric: fabric.Config{DataQueue: 8, PhantomRate: gamma * rate, PhantomThreshold: 1000},
