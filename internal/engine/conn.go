@@ -237,7 +237,7 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			continue
 		}
 		if w.wantBlock {
-			// Made before this iteration's poll (afterCallLocked): the
+			// Made before this iteration's poll (afterCallUnlock): the
 			// ACKs it handles may free the buffer, and their
 			// EventWritable must find the channel (see waitChanLocked).
 			ch = c.waitChanLocked(&c.wrWait)
@@ -252,8 +252,7 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			n, err := s.ep.Write(c.h, p[written:], now)
 			written += n
 			if err != nil {
-				s.afterCallLocked(now)
-				s.unlock()
+				s.afterCallUnlock(now)
 				s.endWait(&w)
 				return written, c.mapEndpointErr(err)
 			}
@@ -263,13 +262,11 @@ func (c *Conn) Write(p []byte, closeWrite bool, cancel <-chan struct{}) (int, er
 			if closeWrite {
 				err = s.ep.CloseWrite(c.h, now)
 			}
-			s.afterCallLocked(now)
-			s.unlock()
+			s.afterCallUnlock(now)
 			s.endWait(&w)
 			return written, c.mapEndpointErr(err)
 		}
-		s.afterCallLocked(now)
-		s.unlock()
+		s.afterCallUnlock(now)
 		if err := s.await(&w, ch, nil, cancel); err != nil {
 			return written, err
 		}
@@ -304,14 +301,14 @@ func (c *Conn) WriteQueued(p []byte, closeWrite bool) (int, error) {
 func (c *Conn) CloseWrite() error {
 	s := c.s
 	s.mu.Lock()
-	defer s.unlock()
 	if err := c.stateErrLocked(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
 	now := s.clock()
-	err := s.ep.CloseWrite(c.h, now)
-	s.afterCallLocked(now)
-	return c.mapEndpointErr(err)
+	err := c.mapEndpointErr(s.ep.CloseWrite(c.h, now))
+	s.afterCallUnlock(now)
+	return err
 }
 
 // mapEndpointErr turns the endpoint's "closed" answers into the reason the
@@ -378,8 +375,8 @@ func (c *Conn) CloseAndReuse() error {
 func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 	s := c.s
 	s.mu.Lock()
-	defer s.unlock()
 	if c.released || c.stackClosed {
+		s.mu.Unlock()
 		return net.ErrClosed
 	}
 	c.released, c.reuse = true, reuse
@@ -397,7 +394,7 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 			// orphan is released on its EventClosed or EOF.
 			s.ep.CloseWrite(c.h, now)
 			c.orphan = true
-			s.afterCallLocked(now)
+			s.afterCallUnlock(now)
 			return nil
 		}
 	}
@@ -410,9 +407,10 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 		// RPC client's Close is then off the critical path). The
 		// background poller, if any, flushes it otherwise.
 		s.txDeferred = true
+		s.unlock()
 		return nil
 	}
-	s.afterCallLocked(now)
+	s.afterCallUnlock(now)
 	return nil
 }
 
@@ -544,8 +542,8 @@ func (l *Listener) tryAcceptLocked() (*Conn, error, bool) {
 func (l *Listener) Close() error {
 	s := l.s
 	s.mu.Lock()
-	defer s.unlock()
 	if l.closed {
+		s.mu.Unlock()
 		return net.ErrClosed
 	}
 	l.closed = true
@@ -564,6 +562,6 @@ func (l *Listener) Close() error {
 		s.pulls.Remove(c.h)
 		s.forgetConnLocked(c)
 	}
-	s.afterCallLocked(now)
+	s.afterCallUnlock(now)
 	return nil
 }

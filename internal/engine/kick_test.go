@@ -21,6 +21,7 @@ type kickLink struct {
 
 	mu        sync.Mutex
 	held      [][]byte
+	log       []string     // "tx" (Transmit with frames), "kick" (a Kick that sent), "rx" (Receive)
 	kicks     atomic.Int32 // Kicks that delivered frames
 	underLock atomic.Int32 // Kicks made with the stack's lock held
 }
@@ -30,8 +31,27 @@ func (k *kickLink) Transmit(frames [][]byte) error {
 	for _, f := range frames {
 		k.held = append(k.held, append([]byte(nil), f...))
 	}
+	if len(frames) > 0 {
+		k.log = append(k.log, "tx")
+	}
 	k.mu.Unlock()
 	return k.MemLink.Transmit(nil) // hands the buffers back
+}
+
+func (k *kickLink) Receive(frames [][]byte) int {
+	k.mu.Lock()
+	k.log = append(k.log, "rx")
+	k.mu.Unlock()
+	return k.MemLink.Receive(frames)
+}
+
+// takeLog returns the events since the last call.
+func (k *kickLink) takeLog() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l := k.log
+	k.log = nil
+	return l
 }
 
 func (k *kickLink) Kick() error {
@@ -48,6 +68,9 @@ func (k *kickLink) Kick() error {
 	k.mu.Unlock()
 	if len(held) > 0 {
 		k.kicks.Add(1)
+		k.mu.Lock()
+		k.log = append(k.log, "kick")
+		k.mu.Unlock()
 		k.deliver(k.peer, held)
 	}
 	return nil
@@ -103,11 +126,17 @@ func TestKickOutsideLock(t *testing.T) {
 			buf := make([]byte, 4096)
 			var sc *Conn
 			for i := 0; i < 20; i++ {
+				ka.takeLog()
 				if _, err := c.Write(req, false, nil); err != nil {
 					t.Fatal(err)
 				}
 				if n := ka.queued(); n != 0 {
 					t.Fatalf("exchange %d: %d frames left unkicked after Write returned", i, n)
+				}
+				// Nothing else spins on the stack: the request is
+				// kicked before the Write's poll takes arrivals in.
+				if log := ka.takeLog(); len(log) < 2 || log[0] != "tx" || log[1] != "kick" {
+					t.Fatalf("exchange %d: Write's link calls %v, want the data's transmit and its kick first", i, log)
 				}
 				if sc == nil {
 					if sc, err = l.Accept(nil); err != nil {

@@ -703,19 +703,36 @@ func (s *Stack) Close() error {
 	return err
 }
 
-// afterCallLocked runs one poll after an API call changed the endpoint (so
-// data goes out at once, from the calling goroutine), and wakes a sleeping
-// background poller, whose sleep may now be too long (a new timer).
-func (s *Stack) afterCallLocked(now ndp.Time) {
+// afterCallUnlock ends an API call that changed the endpoint: it sends
+// what the call produced (so data goes out at once, from the calling
+// goroutine), polls once, releases the lock and kicks the link, and wakes
+// a sleeping background poller, whose sleep may now be too long (a new
+// timer). The send comes before the poll: frames that came in meanwhile
+// (typically the peer's ACK of an earlier reply) would otherwise be
+// handled first, on the critical path of the data just written. When no
+// other waiter spins on the stack, the kick comes before the poll too (the
+// lock is taken again for it, if free): the poll costs a microsecond the
+// data would wait for. While others spin, the poll's frames (the ACKs of
+// what it took in for other connections) leave in the same kick instead:
+// a kick of their own cost 20% more kicks with 8 connections busy.
+func (s *Stack) afterCallUnlock(now ndp.Time) {
 	if s.closed {
+		s.unlock()
 		return
 	}
-	// Transmit what the call produced before taking in arrivals: frames
-	// that came in meanwhile (typically the peer's ACK of an earlier
-	// reply) would otherwise be handled first, on the critical path of
-	// the data just written.
 	s.flushTxLocked(now)
-	s.pollLocked(now)
+	if s.spinners.Load() > 0 {
+		s.pollLocked(now)
+		s.unlock()
+	} else {
+		s.unlock()
+		if s.mu.TryLock() {
+			if !s.closed {
+				s.pollLocked(s.clock())
+			}
+			s.unlock()
+		}
+	}
 	if s.sleeping.Load() {
 		s.link.Wake()
 	}
