@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"golang.org/x/sys/unix"
 )
 
