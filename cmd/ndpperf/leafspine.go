@@ -54,6 +54,7 @@ type leafSpineOpts struct {
 	mtu                   int
 	tcp                   bool
 	json                  bool
+	prof                  profileFlags
 }
 
 func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
@@ -71,13 +72,15 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	mtu := fs.Int("mtu", 3500, "MTU of every veth, 1280..3500 (native XDP on a veth, which the switch's ports use, allows at most 3506 with 4 KiB pages); at 1500 the ACK and PULL each host sends for the flow it receives take about 10% of the link its own flow leaves by")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var prof profileFlags
+	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return leafSpineOpts{}, err
 	}
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, tcp: *tcp, json: *asJSON}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, tcp: *tcp, json: *asJSON, prof: prof}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -121,6 +124,19 @@ type lsLink struct {
 	Drops   uint64 `json:"tcp_drops"`
 }
 
+// lsPort is a host-facing port's counters over a run.
+type lsPort struct {
+	Name      string  `json:"name"`
+	NIC       bool    `json:"nic,omitempty"`
+	Offered   uint64  `json:"offered"`
+	Frames    uint64  `json:"frames"`
+	Trimmed   uint64  `json:"ndp_trimmed"`
+	Drops     uint64  `json:"drops"` // NDP drops and drop-tail drops
+	MaxData   int     `json:"max_data_frames"`
+	MaxOther  int     `json:"max_other_frames"`
+	MeanAhead float64 `json:"mean_data_ahead"`
+}
+
 type lsRun struct {
 	Transport string   `json:"transport"`
 	Run       int      `json:"run"`
@@ -130,6 +146,12 @@ type lsRun struct {
 	PathsExcluded uint64 `json:"paths_excluded,omitempty"`
 	NacksIn       uint64 `json:"nacks_in,omitempty"`
 	Retransmits   uint64 `json:"retransmits,omitempty"`
+	// Stacks sums the NDP stacks' counters over the run (pacer, RTO, link).
+	Stacks *ndpCounters `json:"stacks,omitempty"`
+	// HostPorts are the leaves' ports toward the hosts and the hosts' NIC
+	// links into the leaves (where a flow's downlink queue or a host's
+	// uplink backlog shows).
+	HostPorts []lsPort `json:"host_ports,omitempty"`
 	// Kernel TCP: the senders' retransmissions.
 	TCP *tcpCounters `json:"tcp_counters,omitempty"`
 	// The switch thread's CPU time over the run.
@@ -226,6 +248,11 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 		return out, err
 	}
 	payload, sum := throughputPayload(o.size)
+	stopProf, err := o.prof.start()
+	if err != nil {
+		return out, err
+	}
+	defer stopProf()
 	for r := 1; r <= o.runs; r++ {
 		nr, err := leafSpineRun(star, o, "ndp", payload, sum)
 		if err != nil {
@@ -258,6 +285,9 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 		med := mbps[len(mbps)/2]
 		out.Summary = append(out.Summary, lsSummary{Transport: t, MedianFlowMbps: med, MinFlowMbps: mbps[0],
 			MedianFraction: med * 1e6 / float64(o.rate), MinFraction: mbps[0] * 1e6 / float64(o.rate)})
+	}
+	if err := stopProf(); err != nil {
+		return out, err
 	}
 	out.Sim = leafSpineSim(o)
 	return out, nil
@@ -326,6 +356,10 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		}
 	}
 	before := star.Switch.Stats()
+	stacksBase := make([]ndpCounters, len(stacks))
+	for i, s := range stacks {
+		stacksBase[i] = stackCounters(s)
+	}
 	got := make([]received, n)
 	sendErr := make([]error, n)
 	var wg sync.WaitGroup
@@ -368,14 +402,23 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 	for _, p := range d.Ports {
 		if strings.Contains(p.Name, ">") {
 			run.Links = append(run.Links, lsLink{Name: p.Name, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Bytes: p.TxBytes, Trimmed: p.NDP.Trimmed, Drops: p.OtherDrops})
+			continue
 		}
+		hp := lsPort{Name: p.Name, NIC: p.NIC, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Trimmed: p.NDP.Trimmed,
+			Drops: p.NDP.Dropped + p.OtherDrops, MaxData: p.NDP.MaxDataDepth, MaxOther: p.OtherMaxDepth}
+		if p.NDP.Arrivals > 0 {
+			hp.MeanAhead = float64(p.NDPDataAhead) / float64(p.NDP.Arrivals)
+		}
+		run.HostPorts = append(run.HostPorts, hp)
 	}
 	run.SwitchCPUSeconds = d.CPUSeconds
-	for _, s := range stacks {
-		c := stackCounters(s)
-		run.PathsExcluded += c.PathsExcluded
-		run.NacksIn += c.NacksIn
-		run.Retransmits += c.Retransmits
+	var total ndpCounters
+	for i, s := range stacks {
+		total = total.add(stackCounters(s).sub(stacksBase[i]))
+	}
+	if len(stacks) > 0 {
+		run.PathsExcluded, run.NacksIn, run.Retransmits = total.PathsExcluded, total.NacksIn, total.Retransmits
+		run.Stacks = &total
 	}
 	if transport == "tcp" {
 		var after tcpCounters
@@ -438,8 +481,15 @@ func printLeafSpine(out leafSpineOutput) {
 			fmt.Printf("  %s %d/%d/%d/%d/%d", l.Name, l.Offered, l.Frames, l.Bytes, l.Trimmed, l.Drops)
 		}
 		fmt.Printf("\n  switch CPU %.2f s\n", r.SwitchCPUSeconds)
+		for _, p := range r.HostPorts {
+			fmt.Printf("  %s: offered %d, frames %d, trimmed %d, drops %d, max data %d, max other %d, mean data ahead %.2f\n",
+				p.Name, p.Offered, p.Frames, p.Trimmed, p.Drops, p.MaxData, p.MaxOther, p.MeanAhead)
+		}
 		if r.Transport == "ndp" {
 			fmt.Printf("  paths excluded %d, nacks %d, retransmits %d\n", r.PathsExcluded, r.NacksIn, r.Retransmits)
+			if r.Stacks != nil {
+				r.Stacks.print(os.Stdout, "stacks")
+			}
 		} else if r.TCP != nil {
 			fmt.Printf("  retransmitted segments %d, timeouts %d\n", r.TCP.RetransSegs, r.TCP.Timeouts)
 		}

@@ -71,9 +71,11 @@ type Config struct {
 	Fabric fabric.Config
 	// HostQueue, when positive, puts an emulated link at Rate between each
 	// port's host and the switch, with a drop-tail queue of HostQueue frames
-	// (the host NIC's): a host's bursts reach the switch's queues at the link
-	// rate, as from a real NIC, instead of as fast as the veth delivers them.
-	// Zero means frames enter the switch as they arrive.
+	// (the host NIC's) and a second one as deep for NDP control frames, which
+	// the link sends first: a host's bursts reach the switch's queues at the
+	// link rate, as from a real NIC, instead of as fast as the veth delivers
+	// them, and its PULLs do not wait behind its own data. Zero means frames
+	// enter the switch as they arrive.
 	HostQueue int
 	// OtherQueue is the depth in frames of the drop-tail queue that holds every frame
 	// that is not NDP (kernel TCP, ARP, ICMP). Zero means 100.

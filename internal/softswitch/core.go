@@ -117,14 +117,21 @@ type outPort struct {
 	sw        int    // the switch the port belongs to (index into core.nodes)
 	peer      int    // internal: the switch the link leads to; external: -1
 	via       int    // internal: the port the far switch sees the frame come from
-	fifo      bool   // a host's NIC: every frame in the drop-tail queue, no trimming
+	fifo      bool   // a host's NIC: drop-tail queues, no trimming (prio for NDP control frames)
 	flight    []byte // internal: the frame on the wire, reaching peer at flightAt
 	flightAt  ndp.Time
 	psPerByte int64
 	ndp       *fabric.Port // NDP-aware, or with the commodity personality's Trimmer
 	other     ring
-	next      ndp.Time // when the emulated link is free for the next frame
-	turn      bool     // both classes backlogged: alternate, starting with NDP
+	// prio (host NICs only) holds the NDP control frames (ACK, NACK, PULL,
+	// RESET, trimmed headers; for the commodity personality the control and
+	// trim DSCPs): the NIC sends them before the frames in other, as the
+	// stack's own transmit order puts control first (ndp.Endpoint.PollFrame)
+	// and as the simulator's NIC, which takes each frame from the endpoint
+	// when the link is free, does.
+	prio ring
+	next ndp.Time // when the emulated link is free for the next frame
+	turn bool     // both classes backlogged: alternate, starting with NDP
 	// sent (external ports) holds frames the emulated link has already sent,
 	// taken off the queues before a later arrival (departDue), until the
 	// caller's depart hands them to the veth. Its capacity is every buffer the
@@ -134,7 +141,7 @@ type outPort struct {
 	st   PortStats
 }
 
-func (o *outPort) empty() bool { return o.ndp.Empty() && o.other.len() == 0 }
+func (o *outPort) empty() bool { return o.ndp.Empty() && o.other.len() == 0 && o.prio.len() == 0 }
 
 // external reports whether o is a port to a host (its frames leave on a veth).
 func (o *outPort) external() bool { return o.peer < 0 }
@@ -248,8 +255,9 @@ func newCore(cfg Config) (*core, error) {
 			o := &outPort{name: name + "<host", sw: -1, peer: c.ports[i].sw, via: i, psPerByte: 8e12 / cfg.Rate, fifo: true}
 			o.ndp, _ = fabric.NewPort(fabric.Config{DataQueue: 1, HeaderQueueBytes: 64}) // never used: fifo
 			o.other.init(cfg.HostQueue)
+			o.prio.init(cfg.HostQueue)
 			c.ports = append(c.ports, o)
-			n += cfg.HostQueue
+			n += 2 * cfg.HostQueue
 		}
 	}
 	c.bufLen = bufSize
@@ -402,8 +410,23 @@ func (c *core) classifies(o *outPort, f []byte) bool {
 	if c.commodity != nil {
 		return c.commodity.classifies(f)
 	}
+	return c.isNDP(f)
+}
+
+// isNDP reports whether f is an IPv4 frame without options to the NDP UDP port.
+func (c *core) isNDP(f []byte) bool {
 	return len(f) >= ndp.HeaderOverhead && f[12] == 0x08 && f[13] == 0x00 && f[14] == 0x45 && f[23] == 17 &&
 		binary.BigEndian.Uint16(f[36:38]) == c.cfg.NDPPort
+}
+
+// control reports whether f is an NDP control frame, which a host NIC sends
+// ahead of its data: ndp.IsControl for the NDP-aware switch, the control and
+// trim DSCPs for the commodity one.
+func (c *core) control(f []byte) bool {
+	if c.commodity != nil {
+		return c.commodity.classifies(f) && c.commodity.Control(f)
+	}
+	return c.isNDP(f) && ndp.IsControl(f)
 }
 
 // enqueue offers queue buffer f to output port p.
@@ -419,8 +442,12 @@ func (c *core) enqueue(p int, f []byte, now ndp.Time) {
 	}
 	if !c.classifies(o, f) {
 		o.st.OtherArrivals++
-		d := o.other.len()
-		if d >= len(o.other.buf) { // OtherQueue, or HostQueue for a NIC
+		q := &o.other
+		if o.fifo && c.control(f) {
+			q = &o.prio
+		}
+		d := q.len()
+		if d >= len(q.buf) { // OtherQueue, or HostQueue for a NIC
 			o.st.OtherDrops++
 			c.put(f)
 			return
@@ -428,7 +455,7 @@ func (c *core) enqueue(p int, f []byte, now ndp.Time) {
 		if c.cfg.OtherECN > 0 && d >= c.cfg.OtherECN && !o.fifo && fabric.MarkCE(f) {
 			o.st.OtherMarks++
 		}
-		o.other.push(f)
+		q.push(f)
 		o.st.OtherMaxDepth = max(o.st.OtherMaxDepth, d+1)
 		return
 	}
@@ -497,6 +524,8 @@ func (c *core) pop(o *outPort) ([]byte, bool) {
 	var f []byte
 	ndpReady, otherReady := !o.ndp.Empty(), o.other.len() > 0
 	switch {
+	case o.prio.len() > 0:
+		f = o.prio.pop()
 	case ndpReady && (!otherReady || !o.turn):
 		f, _ = o.ndp.Dequeue(o.next)
 		o.turn = otherReady
@@ -615,6 +644,9 @@ func (c *core) setDown(p int, now ndp.Time) {
 	}
 	for o.other.len() > 0 {
 		c.put(o.other.pop())
+	}
+	for o.prio.len() > 0 {
+		c.put(o.prio.pop())
 	}
 	o.st.Down = true
 }

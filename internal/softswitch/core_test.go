@@ -246,6 +246,62 @@ func TestCoreHostQueue(t *testing.T) {
 	}
 }
 
+// TestCoreHostNICControlFirst: a host's NIC link sends the NDP control
+// frames its stack handed it (a PULL here) before the data frames queued
+// ahead of them (but after the one on the wire), as the stack's own order (control first) and the
+// simulator's NIC do; the data keeps its order, and the commodity
+// personality picks control frames by DSCP.
+func TestCoreHostNICControlFirst(t *testing.T) {
+	for _, pers := range []Personality{TrimNDP, TrimCommodity} {
+		c := newTestCore(t, Config{Rate: 1e9, HostQueue: 16, Horizon: time.Nanosecond, Personality: pers})
+		free := len(c.free)
+		c.ingress(1, ethFrame(1, 2, 100, 0), 0) // learn host 2 on port 1
+		c.carry(ndp.Time(time.Millisecond))
+		drain(c, 0, ndp.Time(time.Millisecond))
+		drain(c, 2, ndp.Time(time.Millisecond))
+		now := ndp.Time(time.Millisecond)
+		mk := func(typ ndp.PacketType, seq uint32, payload int, dscp uint8) []byte {
+			f := ndp.Frame{SrcMAC: [6]byte{2, 0, 0, 0, 0, 1}, DstMAC: [6]byte{2, 0, 0, 0, 0, 2}, SrcIP: [4]byte{10, 0, 0, 1}, DstIP: [4]byte{10, 0, 0, 2},
+				SrcPort: 40000, DstPort: ndp.DefaultPort, Header: ndp.Header{Type: typ, SrcPort: 1, DstPort: 2, ConnID: 7, Seq: seq}, Payload: make([]byte, payload)}
+			b := make([]byte, ndp.HeaderOverhead+payload)
+			n, err := ndp.BuildFrame(b, &f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			setDSCP(b, dscp) // as a stack with the commodity DSCPs configured marks it
+			return b[:n]
+		}
+		cc := c.cfg.Commodity
+		dataDSCP, ctlDSCP := uint8(0), uint8(0)
+		if pers == TrimCommodity {
+			dataDSCP, ctlDSCP = cc.DataDSCP, cc.ControlDSCP
+		}
+		for i := range 4 {
+			c.ingress(0, mk(ndp.TypeData, uint32(i), 1160, dataDSCP), now) // 10 µs each at 1 Gb/s
+		}
+		c.carry(now + 15_000) // data 0 sent, data 1 on the wire
+		c.ingress(0, mk(ndp.TypePull, 99, 0, ctlDSCP), now+15_000)
+		c.carry(now + ndp.Time(time.Millisecond))
+		out := drain(c, 1, now+ndp.Time(time.Millisecond))
+		if len(out) != 5 {
+			t.Fatalf("%v: %d frames through, want 5", pers, len(out))
+		}
+		want := []uint32{0, 1, 99, 2, 3}
+		for i, b := range out {
+			var f ndp.Frame
+			if err := ndp.ParseFrame(b, &f); err != nil {
+				t.Fatalf("%v: frame %d: %v", pers, i, err)
+			}
+			if f.Header.Seq != want[i] {
+				t.Fatalf("%v: frame %d is seq %d, want order %v", pers, i, f.Header.Seq, want)
+			}
+		}
+		if len(c.free) != free {
+			t.Fatalf("%v: %d of %d buffers back", pers, len(c.free), free)
+		}
+	}
+}
+
 // TestCoreLatePassKeepsQueueShort: a pass that runs late moves a host NIC's
 // backlog into the switch at the emulated times its transmissions ended; the
 // output port, as fast as the NIC, sends each frame before the next arrives, so

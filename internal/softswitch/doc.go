@@ -44,7 +44,8 @@
 // for a frame to another leaf by an XOR16 ECMP hash of its 5-tuple; spines
 // send down to the destination's leaf; broadcasts flood along a tree through
 // spine 0. Config.HostQueue optionally emulates each host's link into the
-// switch (a NIC queue), so host bursts enter at the link rate.
+// switch (a NIC queue, NDP control frames first), so host bursts enter at
+// the link rate.
 //
 // The commodity personality (TrimCommodity) runs the same fabric.Port with a
 // fabric.Trimmer that classifies by DSCP only and, on a failed admission, cuts
