@@ -38,8 +38,10 @@ type Endpoint struct {
 	f             Frame // scratch for HandleFrame
 	stats         Stats
 
-	pullShortfall int // bytes pulled packets arrived short of a full frame (TakePullShortfall)
-	unpulledBytes int // wire bytes of DATA that arrived without a PULL (TakeUnpulledBytes)
+	pullShortfall int    // bytes pulled packets arrived short of a full frame (TakePullShortfall)
+	unpulledBytes int    // wire bytes of DATA that arrived without a PULL (TakeUnpulledBytes)
+	unpulledFrom  Handle // the connection whose first-RTT window they all were (TakeUnpulledBytes)
+	unpulledMixed bool   // they were not all one connection's first-RTT packets
 
 	seeds rttSeeds // endpoint-level RTT estimates that seed new connections (rtt.go)
 }
@@ -60,12 +62,18 @@ func (e *Endpoint) TakePullShortfall() int {
 // PULL having asked for them: first-RTT windows, an RPC's request or response,
 // retransmissions after a timeout. They share the downlink the host's pull pacer
 // fills with pulled packets; handing it these bytes (pullpacer.PullQueue.Charge)
-// keeps pulled and pushed traffic together at the pacer's rate. Call it before
-// draining the events of the same packets.
-func (e *Endpoint) TakeUnpulledBytes() int {
-	n := e.unpulledBytes
-	e.unpulledBytes = 0
-	return n
+// keeps pulled and pushed traffic together at the pacer's rate. from is the
+// connection when every one of those packets was a first-RTT packet (FlagSYN)
+// of that one connection, else 0: a new flow's first window need not hold back
+// its own pulls (pullpacer.PullQueue.Charge). Call it before draining the
+// events of the same packets.
+func (e *Endpoint) TakeUnpulledBytes() (bytes int, from Handle) {
+	bytes, from = e.unpulledBytes, e.unpulledFrom
+	if e.unpulledMixed {
+		from = 0
+	}
+	e.unpulledBytes, e.unpulledFrom, e.unpulledMixed = 0, 0, false
+	return bytes, from
 }
 
 // NewEndpoint fills defaults into cfg, validates it and returns an Endpoint.

@@ -209,6 +209,11 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	case h.Flags&FlagPulled == 0:
 		// Pushed, not pulled: it took link time the pacer did not schedule.
 		e.unpulledBytes += n + HeaderOverhead + WireOverhead
+		if hc := c.handle(); h.Flags&FlagSYN == 0 || e.unpulledFrom != 0 && e.unpulledFrom != hc {
+			e.unpulledMixed = true // not only one connection's first-RTT window
+		} else {
+			e.unpulledFrom = hc
+		}
 	case n < e.mss:
 		// This packet used one slot of the host's pull pacer, which spaces PULLs
 		// for full frames: remember how much of the slot it left idle. Counted

@@ -39,10 +39,22 @@ func (q *PullQueue) Refund(now ndp.Time, bytes int) {
 // (ndp.Endpoint.TakeUnpulledBytes). The release clock moves later by
 // bytes × 8 / (γ × LinkRate), but never past now plus MaxBurst intervals. An
 // empty queue ignores charges: the pushed packets found no pulled traffic to
-// collide with. Call it before Add takes the pulls the same packets owe, so
-// the first packets of an idle receiver are not charged.
-func (q *PullQueue) Charge(now ndp.Time, bytes int) {
+// collide with. So does a queue whose pulls all belong to from, the connection
+// whose first-RTT window the pushed packets were (0: not only one
+// connection's first window): its pulled packets come from the same sender,
+// behind its window, so the two are not on the downlink at once, and a charge
+// would only hold the new flow's pulls back until its window had arrived (30
+// packets), leaving the link idle for the round trip its first pulled packets
+// then take. Other pushes of a connection (an RTO's resends) are charged even
+// against its own pulls: at its sender they add to the pulled packets, and the
+// sender's backlog lengthens the round trip the RTO is measured against. Call
+// it before Add takes the pulls the same packets owe, so the first packets of
+// an idle receiver are not charged.
+func (q *PullQueue) Charge(now ndp.Time, bytes int, from ndp.Handle) {
 	if bytes <= 0 || q.total == 0 || q.drained {
+		return
+	}
+	if from != 0 && q.Pending(from) == q.total {
 		return
 	}
 	q.stats.ChargedBytes += uint64(bytes)

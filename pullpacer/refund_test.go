@@ -80,7 +80,7 @@ func TestChargeMovesNextReleaseLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An idle queue ignores charges: nothing pulled shares the link.
-	q.Charge(0, 1538)
+	q.Charge(0, 1538, 0)
 	if q.Stats().ChargedBytes != 0 {
 		t.Fatal("empty queue took a charge")
 	}
@@ -92,13 +92,14 @@ func TestChargeMovesNextReleaseLater(t *testing.T) {
 	if at != 129515 {
 		t.Fatalf("next at %d, want 129515", at)
 	}
-	// A 1,130-byte RPC response arrived unpulled: 95,157.9 ns of link at gamma x rate.
-	q.Charge(1000, 1130)
+	// A 1,130-byte RPC response of another connection (2) arrived unpulled:
+	// 95,157.9 ns of link at gamma x rate.
+	q.Charge(1000, 1130, 2)
 	if at2, _ := q.NextAt(); at2 != 129515+95158 {
 		t.Fatalf("after charge next at %d, want %d", at2, 129515+95158)
 	}
 	// A charge never holds the clock past now + MaxBurst (2) intervals.
-	q.Charge(2000, 1_000_000)
+	q.Charge(2000, 1_000_000, 0)
 	if at3, _ := q.NextAt(); at3 != 2000+2*129515 {
 		t.Fatalf("after an oversized charge next at %d, want %d", at3, 2000+2*129515)
 	}
@@ -120,7 +121,7 @@ func TestChargeKeepsPulledPlusPushedAtGammaRate(t *testing.T) {
 			released++
 			if released%10 == 0 {
 				pushed++
-				q.Charge(now, 1130)
+				q.Charge(now, 1130, 2) // another connection's push
 			}
 			continue
 		}
@@ -130,5 +131,33 @@ func TestChargeKeepsPulledPlusPushedAtGammaRate(t *testing.T) {
 	mbps := float64(released*1538+pushed*1130) * 8 / 1e6
 	if mbps < 94 || mbps > 96 {
 		t.Fatalf("pulled + pushed %.1f Mb/s over 1 s, want 95 (gamma x link)", mbps)
+	}
+}
+
+// TestChargeSkipsTheConnectionsOwnPushes: packets of a connection's first-RTT
+// window are not charged while every queued pull is its own: its
+// pulled packets come from the same sender after them. A queued pull of
+// another connection makes the same push collide with that one's pulled
+// packets, and it is charged; so is a batch from several connections (0).
+func TestChargeSkipsTheConnectionsOwnPushes(t *testing.T) {
+	q, _ := NewPullQueue(QueueConfig{LinkRate: 100e6, PullBytes: 1538, MaxBurst: 16})
+	q.Add(1, 6)
+	q.Next(0)
+	at, _ := q.NextAt()
+	for i := range 10 { // the rest of connection 1's first-RTT window arriving
+		q.Charge(ndp.Time(i*1000), 1538, 1)
+	}
+	if at2, _ := q.NextAt(); at2 != at || q.Stats().ChargedBytes != 0 {
+		t.Fatalf("own pushes moved the next release %d -> %d (charged %d bytes)", at, at2, q.Stats().ChargedBytes)
+	}
+	q.Charge(1000, 1538, 0)
+	if at2, _ := q.NextAt(); at2 <= at {
+		t.Fatalf("a mixed batch was not charged: next release %d", at2)
+	}
+	at, _ = q.NextAt()
+	q.Add(2, 1)
+	q.Charge(2000, 1538, 1)
+	if at2, _ := q.NextAt(); at2 <= at {
+		t.Fatalf("connection 1's push with connection 2's pull queued was not charged: next release %d", at2)
 	}
 }

@@ -287,8 +287,8 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		// DATA that arrived unpulled took link time from the pulled
 		// packets (docs/decisions.md: "Pull pacing charges unpulled
 		// DATA"); charged before its own pulls join the queue.
-		if b := s.ep.TakeUnpulledBytes(); b > 0 {
-			s.pulls.Charge(now, b)
+		if b, from := s.ep.TakeUnpulledBytes(); b > 0 {
+			s.pulls.Charge(now, b, from)
 		}
 		// Events are drained once per batch: the endpoint coalesces them
 		// per connection (one EventPulls with the batch's count, one

@@ -44,8 +44,8 @@ func (h *Host) receive(f []byte) {
 		h.Stats.FrameErrors++
 	}
 	h.sim.putBuf(f)
-	if b := h.EP.TakeUnpulledBytes(); b > 0 {
-		h.Pulls.Charge(h.sim.now, b)
+	if b, from := h.EP.TakeUnpulledBytes(); b > 0 {
+		h.Pulls.Charge(h.sim.now, b, from)
 	}
 	if short := h.EP.TakePullShortfall(); short > 0 {
 		h.Pulls.Refund(h.sim.now, short)
