@@ -53,7 +53,9 @@ type Config struct {
 	LinkRate Rate `json:"link_rate"`
 	// Gamma is the HULL headroom factor in (0, 1]. Default 1.
 	Gamma float64 `json:"gamma"`
-	// IW is NDP's initial window in packets, [1, 1024]. Default 30.
+	// IW is NDP's initial window in packets, [1, 1024]. Default (0):
+	// ndp.DefaultIW of the MTU, 93 packets at MTU 1500 and 30 at 9000, as
+	// an embedded stack's.
 	IW int `json:"iw"`
 	// TrimDSCPs are the DSCP values (0..63, at most 4) a commodity switch
 	// writes into the frames it trims (packet trimming without NDP's flag,
@@ -276,9 +278,6 @@ func (c *Config) populate() {
 	if c.Gamma == 0 {
 		c.Gamma = 1
 	}
-	if c.IW == 0 {
-		c.IW = 30
-	}
 	if c.UserTimeout == 0 {
 		c.UserTimeout = Duration(30 * time.Second)
 	}
@@ -383,8 +382,8 @@ func (c *Config) validate() error {
 	if !(c.Gamma > 0 && c.Gamma <= 1) {
 		bad("gamma: %v outside (0, 1]", c.Gamma)
 	}
-	if c.IW < 1 || c.IW > 1024 {
-		bad("iw: %d outside [1, 1024]", c.IW)
+	if c.IW < 0 || c.IW > 1024 {
+		bad("iw: %d outside [1, 1024] (0: the default)", c.IW)
 	}
 	if len(c.TrimDSCPs) > 4 || c.DataDSCP > 63 || c.ControlDSCP > 63 || slices.ContainsFunc(c.TrimDSCPs, func(d uint8) bool { return d > 63 }) {
 		bad("trim_dscps, data_dscp, control_dscp: DSCP values are 0..63, at most 4 trim_dscps")

@@ -135,7 +135,7 @@ func TestCheckConfigPrintsEffectiveConfig(t *testing.T) {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("printed config does not parse back: %v", err)
 	}
-	if c.Interface != "veth0" || c.Gamma != 0.9 || c.IW != 30 || c.ControlSocket != "/run/ndpd/ndpd.sock" || c.FrameSize != 2048 ||
+	if c.Interface != "veth0" || c.Gamma != 0.9 || c.IW != 0 || c.ControlSocket != "/run/ndpd/ndpd.sock" || c.FrameSize != 2048 ||
 		time.Duration(c.ResolveTimeout) != time.Second {
 		t.Fatalf("printed config %+v", c)
 	}

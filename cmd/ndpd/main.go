@@ -131,7 +131,7 @@ func parseArgs(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&f.MTU, "mtu", 0, "MTU (default: the link's)")
 	fs.Var(&f.LinkRate, "link-rate", "link rate, e.g. 10G (pull pacing)")
 	fs.Float64Var(&f.Gamma, "gamma", 0, "HULL headroom factor in (0,1] (default 1)")
-	fs.IntVar(&f.IW, "iw", 0, "initial window in packets (default 30)")
+	fs.IntVar(&f.IW, "iw", 0, "initial window in packets (default: 93 at MTU 1500, 30 at MTU 9000)")
 	fs.Var(&f.UserTimeout, "user-timeout", "how long a connection waiting on a silent peer lives before it fails (default 30s)")
 	fs.StringVar(&f.Policy, "policy", "", "pull scheduling: fair, priority, deadline")
 	fs.StringVar(&f.Bind, "bind", "", "AF_XDP bind mode: auto, copy, zerocopy")
