@@ -728,7 +728,12 @@ func (s *Stack) afterCallUnlock(now ndp.Time) {
 		s.unlock()
 		if s.mu.TryLock() {
 			if !s.closed {
-				s.pollLocked(s.clock())
+				// At the call's now, as the poll before the kick: a
+				// thread descheduled between the kick and this poll
+				// would otherwise fire the RTO of what it just sent
+				// before the peer could answer (a goroutine driving
+				// both ends, BenchmarkMemRPC, always did).
+				s.pollLocked(now)
 			}
 			s.unlock()
 		}
