@@ -7,6 +7,7 @@ import (
 
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
+	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
 
@@ -186,6 +187,14 @@ func (f fabricFlags) iw() int {
 		return 0
 	}
 	return switchIW
+}
+
+// iwPackets is the initial window the stacks use at mtu, for Setup lines.
+func (f fabricFlags) iwPackets(mtu int) int {
+	if iw := f.iw(); iw != 0 {
+		return iw
+	}
+	return ndp.DefaultIW(mtu)
 }
 
 // switchIW is the initial window of NDP stacks behind ndpswitch (fabricFlags.iw,

@@ -287,8 +287,8 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	if out.MTU == 0 {
 		out.MTU = 1500
 	}
-	out.Setup = fmt.Sprintf("two namespaces joined by one veth pair, MTU %d; NDP embedded stacks (%s polling, pull pacer %s b/s), kernel TCP on the same pair without XDP; receiver hashes, time from dial to the receiver's EOF",
-		out.MTU, o.poll, formatRate(float64(o.rate)))
+	out.Setup = fmt.Sprintf("two namespaces joined by one veth pair, MTU %d; NDP embedded stacks (%s polling, pull pacer %s b/s, IW %d packets), kernel TCP on the same pair without XDP; receiver hashes, time from dial to the receiver's EOF",
+		out.MTU, o.poll, formatRate(float64(o.rate)), o.iwPackets(out.MTU))
 	if o.mode == "daemon" {
 		out.Setup += "; ndp-daemon: the same transfer between applications attached to two ndpd processes (one per namespace, started for each run, each core loop pinned to its own CPU, adaptive), sockapi.Attach defaults"
 	}
