@@ -78,8 +78,32 @@ func (t *keyTable) put(k connKey, v int32) bool {
 	}
 }
 
+// add inserts k with value v unless k is present, in one probe sequence
+// (get then put probed twice). It returns false when k is present (its
+// value unchanged) or the table is full.
+func (t *keyTable) add(k connKey, v int32) bool {
+	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if !s.used {
+			if t.n >= t.max {
+				return false
+			}
+			*s = keySlot{key: k, val: v, used: true}
+			t.n++
+			return true
+		}
+		if s.key == k {
+			return false
+		}
+	}
+}
+
 // del removes k and reports whether it was present.
-func (t *keyTable) del(k connKey) bool {
+func (t *keyTable) del(k connKey) bool { return t.delIf(k, -1, false) }
+
+// delIf removes k if it is present and, with match, maps to v; it reports
+// whether it removed it. One probe sequence (get then del probed twice).
+func (t *keyTable) delIf(k connKey, v int32, match bool) bool {
 	i := k.hash() & t.mask
 	for {
 		s := &t.slots[i]
@@ -87,6 +111,9 @@ func (t *keyTable) del(k connKey) bool {
 			return false
 		}
 		if s.key == k {
+			if match && s.val != v {
+				return false
+			}
 			break
 		}
 		i = (i + 1) & t.mask

@@ -250,10 +250,15 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 			continue
 		}
 		k := connKey{remoteIP: rip, remotePort: remote.Port, localPort: lport, connID: id}
-		if _, used := e.table.get(k); used {
+		if _, tw := e.tw.lookup(k); tw {
 			continue
 		}
-		if _, tw := e.tw.lookup(k); tw {
+		// The insert is the uniqueness check: one probe sequence.
+		if !e.table.add(k, c.idx) {
+			if e.table.n >= e.table.max {
+				e.recycle(c)
+				return 0, ErrTooManyConns
+			}
 			continue
 		}
 		c.key = k
@@ -266,7 +271,6 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 	c.snd.lastActivity = now
 	c.quietSince = now
 	e.seedRTT(c, now)
-	e.table.put(c.key, c.idx)
 	c.inTable = true
 	e.stats.ConnsOpened++
 	return c.handle(), nil

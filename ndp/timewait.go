@@ -59,10 +59,9 @@ func (tw *TimeWait) add(k connKey, expires Time, kind timeWaitKind, code ResetCo
 }
 
 func (tw *TimeWait) popOldest() {
-	e := &tw.ring[tw.head]
-	if i, ok := tw.index.get(e.key); ok && int(i) == tw.head {
-		tw.index.del(e.key)
-	}
+	// The index maps the key to this slot unless a later entry of the
+	// same key took it over.
+	tw.index.delIf(tw.ring[tw.head].key, int32(tw.head), true)
 	tw.head = (tw.head + 1) % len(tw.ring)
 	tw.n--
 }
