@@ -155,3 +155,66 @@ func TestCallIntoAllocs(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// TestAcceptAllocs: a whole new-connection RPC between a CallInto client
+// and a net.Conn server (AcceptNDP, io.ReadFull, WriteAndClose,
+// CloseAndReuse) allocates nothing in steady state on either side: the
+// server's accepted Conns, and their engine connections, are reused.
+func TestAcceptAllocs(t *testing.T) {
+	cli, srv, err := OpenPipe(Config{PollMode: PollAdaptive}, addrA, addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	defer srv.Close()
+	l, err := srv.Listen(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 1024)
+		for {
+			c, err := l.AcceptNDP()
+			if err != nil {
+				served <- err
+				return
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				served <- err
+				return
+			}
+			if _, err := c.WriteAndClose(buf); err != nil {
+				served <- err
+				return
+			}
+			if err := c.CloseAndReuse(); err != nil {
+				served <- err
+				return
+			}
+		}
+	}()
+	addr := Addr{IP: addrB, Port: 7}
+	req, resp := make([]byte, 1024), make([]byte, 1024)
+	for i := range req {
+		req[i] = byte(i)
+	}
+	ctx := context.Background()
+	rpc := func() {
+		clear(resp)
+		n, err := cli.CallInto(ctx, addr, req, resp)
+		if err != nil || n != len(resp) || string(resp) != string(req) {
+			t.Fatalf("CallInto: %d bytes, %v (echo intact: %v)", n, err, string(resp) == string(req))
+		}
+	}
+	for i := 0; i < 200; i++ { // warm up: free lists, tables, time-wait at their steady size
+		rpc()
+	}
+	if n := testing.AllocsPerRun(200, rpc); n != 0 {
+		t.Errorf("%v allocations per RPC (CallInto client, AcceptNDP server with CloseAndReuse), want 0", n)
+	}
+	l.Close()
+	if err := <-served; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("server: %v", err)
+	}
+}

@@ -13,6 +13,7 @@ import (
 // deadlines are honoured (os.ErrDeadlineExceeded, a net.Error with
 // Timeout() true); Close unblocks Read and Write with net.ErrClosed.
 type Conn struct {
+	s      *Stack // the stack whose free list CloseAndReuse returns c to (nil: none)
 	b      backendConn
 	local  Addr
 	remote Addr
@@ -92,6 +93,20 @@ func (c *Conn) CloseWrite() error { return c.opErr("close", c.b.closeWrite()) }
 // with unread data). Blocked Read and Write return net.ErrClosed.
 func (c *Conn) Close() error { return c.opErr("close", c.b.close()) }
 
+// CloseAndReuse is Close for a Conn the caller drops: once it returns,
+// neither c nor any copy of the pointer may be used again (not even
+// Close), and no call on c may still be running. The stack reuses c, and
+// an embedded stack its connection state, for a later Accept, Dial or
+// CallInto, so a server that closes each accepted connection this way
+// allocates nothing per connection in steady state.
+func (c *Conn) CloseAndReuse() error {
+	err := c.opErr("close", c.b.closeReuse())
+	if c.s != nil {
+		c.s.putCallConn(c)
+	}
+	return err
+}
+
 // Abort resets the connection: the peer's calls fail with ErrConnReset.
 func (c *Conn) Abort() error { return c.opErr("close", c.b.abort()) }
 
@@ -119,6 +134,7 @@ var _ net.Conn = (*Conn)(nil)
 
 // Listener accepts NDP connections on one port. It implements net.Listener.
 type Listener struct {
+	s     *Stack
 	b     backendListener
 	local Addr
 	dl    deadline
@@ -138,7 +154,7 @@ func (l *Listener) AcceptNDP() (*Conn, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "accept", Net: "ndp", Addr: l.local, Err: err}
 	}
-	return newConn(bc, Addr{IP: l.local.IP, Port: l.b.port()}), nil
+	return l.s.callConn(bc), nil
 }
 
 // SetDeadline bounds Accept and RecvMessage calls (zero: none).

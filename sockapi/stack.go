@@ -17,7 +17,7 @@ type Stack struct {
 	msg  messageCounters // message servers' (RecvMessage) counters
 
 	mu        sync.Mutex
-	callConns []*Conn // CallInto's Conns, reused (callConn, putCallConn)
+	callConns []*Conn // Conns closed by CallInto or CloseAndReuse, reused (callConn, putCallConn)
 }
 
 func newStack(b backend) *Stack { return &Stack{b: b, addr: b.localAddr()} }
@@ -49,10 +49,10 @@ func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn
 	if err != nil {
 		return nil, err
 	}
-	return newConn(bc, Addr{IP: s.addr}), nil
+	return s.callConn(bc), nil
 }
 
-// maxCallConns bounds a Stack's free list of CallInto Conns.
+// maxCallConns bounds a Stack's free list of reusable Conns.
 const maxCallConns = 64
 
 // callConn returns a Conn for bc from the free list (a new one if empty).
@@ -65,7 +65,7 @@ func (s *Stack) callConn(bc backendConn) *Conn {
 	}
 	s.mu.Unlock()
 	if c == nil {
-		c = &Conn{}
+		c = &Conn{s: s}
 	}
 	c.init(bc, Addr{IP: s.addr})
 	return c
@@ -111,7 +111,7 @@ func (s *Stack) Listen(port uint16) (*Listener, error) {
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "ndp", Addr: Addr{IP: s.addr, Port: port}, Err: err}
 	}
-	return &Listener{b: bl, local: Addr{IP: s.addr, Port: port}, msgCnt: &s.msg}, nil
+	return &Listener{s: s, b: bl, local: Addr{IP: s.addr, Port: port}, msgCnt: &s.msg}, nil
 }
 
 // applyDialOptions resolves opts. Only a call that passes options pays for

@@ -504,7 +504,7 @@ func (r *ndpRPC) echo(stop *atomic.Bool) error {
 			c.Close()
 			return fmt.Errorf("server write: %w", err)
 		}
-		c.Close()
+		c.CloseAndReuse() // nothing keeps c: the stack reuses it for a later Accept
 	}
 	return nil
 }

@@ -366,8 +366,10 @@ func (c *Conn) AbortCode(code ndp.ResetCode) error {
 // through a copy of the pointer: once the endpoint releases the
 // connection, the stack reuses the Conn for a later one, so dialing and
 // closing it allocates nothing in steady state. For connections an API
-// opens and closes internally (sockapi's CallInto), never for one handed
-// to an application.
+// opens and closes internally (sockapi's CallInto) and for a caller that
+// drops the Conn at close (sockapi's Conn.CloseAndReuse: a server that
+// closes each accepted connection), never while a call on c may still be
+// running.
 func (c *Conn) CloseAndReuse() error {
 	return c.close(false, ndp.ResetAbort, true)
 }

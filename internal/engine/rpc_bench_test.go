@@ -38,14 +38,14 @@ func BenchmarkMemRPC(b *testing.B) {
 		if _, err := sc.Write(buf, true, nil); err != nil {
 			b.Fatal(err)
 		}
-		sc.Close()
+		sc.CloseAndReuse() // as sockapi's servers that drop their Conns: no allocation per accept
 		if _, err := readFullConn(c, resp); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := c.Read(resp[:1], nil); err != io.EOF {
 			b.Fatalf("want EOF, got %v", err)
 		}
-		c.Close()
+		c.CloseAndReuse() // as sockapi's CallInto
 	}
 	for i := 0; i < 100; i++ {
 		rpc()

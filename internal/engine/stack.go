@@ -599,13 +599,14 @@ func (s *Stack) Dial(ctx context.Context, ip [4]byte, port uint16, opts ndp.Dial
 		}
 		e.mac = mac
 		s.mu.Lock()
+		now = s.clock() // the resolve may have blocked
 	}
 	defer s.mu.Unlock()
 	mac := e.mac
 	if s.closed {
 		return nil, ErrStackClosed
 	}
-	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, s.clock())
+	h, err := s.ep.Dial(ndp.Addr{MAC: mac, IP: ip, Port: port}, opts, now)
 	if err != nil {
 		return nil, err
 	}
