@@ -59,6 +59,12 @@ func TestScoreboardSweep(t *testing.T) {
 	}
 	for _, pc := range []perm{
 		{"leafspine 2 spines, degraded 10x", seeds(20), func(s uint64) (PermutationResult, error) { return leafSpinePermutation(2, true, s) }},
+		{"leafspine 2 spines, failed link", seeds(20), func(s uint64) (PermutationResult, error) {
+			p := leafSpineParams(s)
+			cfg := PermutationConfig{Size: 4e6, Clos: ClosConfig{Kind: LeafSpine, ECMP: ECMPPath, Leaves: 2, Spines: 2, HostsPerLeaf: 2, Params: p,
+				Changes: []LinkChange{{Core: 1, Pod: 1, Loss: 1}}}}
+			return RunPermutation(cfg)
+		}},
 		{"leafspine 2 spines, healthy", seeds(20), func(s uint64) (PermutationResult, error) { return leafSpinePermutation(2, false, s) }},
 		{"leafspine 4 spines, degraded 10x", seeds(10), func(s uint64) (PermutationResult, error) { return leafSpinePermutation(4, true, s) }},
 		{"fattree k=4, core 0 - pod 0 at 1G", seeds(5), func(s uint64) (PermutationResult, error) {

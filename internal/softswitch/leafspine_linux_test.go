@@ -140,8 +140,9 @@ func TestLeafSpinePermutation(t *testing.T) {
 // TestLeafSpineDegraded: four spines, and the link from spine 1 down to leaf 1
 // runs at a tenth of the rate; the senders on leaf 0 see its paths trimmed,
 // their scoreboards leave them out, and the degraded link is offered less than
-// half of what each healthy one is. (With two spines the scoreboard cannot
-// tell: half of the paths are bad; docs/decisions.md.)
+// half of what each healthy one is. (With two spines half of the paths are
+// bad, which the scoreboard tells by comparing each path with the better
+// half: docs/decisions.md, and internal/sim's TestLeafSpineTwoSpinesDegraded.)
 func TestLeafSpineDegraded(t *testing.T) {
 	tb := testbed.NewT(t)
 	const rate = 100e6
