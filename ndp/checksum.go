@@ -13,26 +13,40 @@ import (
 // sumBytes adds b to the running one's-complement accumulator acc.
 // b is treated as if it started at an even offset of the checksummed data.
 //
-// The bulk of b is summed as little-endian 32-bit words into four
-// independent 64-bit accumulators (no carry chain, no byte swaps: the
-// loads and adds run in parallel), folded to 16 bits and byte-swapped to
-// big-endian order (RFC 1071 §2(B): the one's-complement sum of
-// byte-swapped words is the byte-swapped sum). Four accumulators of
-// 32-bit words cannot overflow for any b shorter than 2^32 bytes.
+// The bulk of b is summed as little-endian 64-bit words in one
+// add-with-carry chain (bits.Add64: ADC on amd64, 8 bytes an add, the
+// carry wrapped around at the end), 64 bytes an iteration; the rest as
+// 32-bit words into a 64-bit accumulator that cannot overflow. The sum is
+// folded to 16 bits and byte-swapped to big-endian order (RFC 1071 §2(B):
+// the one's-complement sum of byte-swapped words is the byte-swapped sum).
+// Four independent accumulators of 32-bit words, the loop before, took
+// 1.4x as long (BenchmarkChecksum1424, alternating runs: 192 against
+// 139 ns).
 func sumBytes(acc uint64, b []byte) uint64 {
-	var s0, s1, s2, s3 uint64
-	for len(b) >= 32 {
-		s0 += uint64(binary.LittleEndian.Uint32(b[0:4])) + uint64(binary.LittleEndian.Uint32(b[16:20]))
-		s1 += uint64(binary.LittleEndian.Uint32(b[4:8])) + uint64(binary.LittleEndian.Uint32(b[20:24]))
-		s2 += uint64(binary.LittleEndian.Uint32(b[8:12])) + uint64(binary.LittleEndian.Uint32(b[24:28]))
-		s3 += uint64(binary.LittleEndian.Uint32(b[12:16])) + uint64(binary.LittleEndian.Uint32(b[28:32]))
-		b = b[32:]
+	var s, c uint64
+	for len(b) >= 64 {
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[0:8]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[8:16]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[16:24]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[24:32]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[32:40]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[40:48]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[48:56]), c)
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b[56:64]), c)
+		b = b[64:]
 	}
+	for len(b) >= 8 {
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b), c)
+		b = b[8:]
+	}
+	s, c = bits.Add64(s, 0, c)
+	s += c // cannot carry again: s is 0 when the add above carried
+	s = s>>32 + s&0xffffffff
 	for len(b) >= 4 {
-		s0 += uint64(binary.LittleEndian.Uint32(b))
+		s += uint64(binary.LittleEndian.Uint32(b))
 		b = b[4:]
 	}
-	t := uint64(bits.ReverseBytes16(fold(s0 + s1 + s2 + s3)))
+	t := uint64(bits.ReverseBytes16(fold(s)))
 	// tail: up to 3 bytes, as big-endian 16-bit words, last odd byte padded with zero
 	for len(b) >= 2 {
 		t += uint64(binary.BigEndian.Uint16(b))
@@ -41,7 +55,7 @@ func sumBytes(acc uint64, b []byte) uint64 {
 	if len(b) == 1 {
 		t += uint64(b[0]) << 8
 	}
-	acc, c := bits.Add64(acc, t, 0)
+	acc, c = bits.Add64(acc, t, 0)
 	return acc + c
 }
 
