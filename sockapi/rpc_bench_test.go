@@ -44,11 +44,11 @@ func BenchmarkPipeRPC(b *testing.B) {
 		if _, err := sc.WriteAndClose(buf); err != nil {
 			b.Fatal(err)
 		}
-		sc.Close()
+		sc.CloseAndReuse() // a server that drops its accepted Conns
 		if n, err := readMessage(c, resp); err != nil || n != len(resp) {
 			b.Fatalf("response: %d bytes, %v", n, err)
 		}
-		c.Close()
+		c.CloseAndReuse() // as CallInto
 	}
 	for i := 0; i < 100; i++ {
 		rpc()
