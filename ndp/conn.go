@@ -52,6 +52,7 @@ type connState struct {
 	evReadable, evWritable bool
 	pullsPending           int    // pulls not yet handed to the host
 	pullsHanded            int    // pulls handed to the host pull queue and not released
+	pullsOut               int    // pulls released whose DATA has not arrived yet (flushPulls)
 	pullEpoch              uint32 // bumped when queued pulls are dropped
 	pullEvQueued           bool
 	writeBlocked           bool

@@ -321,6 +321,7 @@ func (e *Endpoint) Write(h Handle, p []byte, now Time) (int, error) {
 	if n < len(p) {
 		c.writeBlocked = true
 	}
+	c.snd.moreComing = n < len(p)
 	return n, nil
 }
 
@@ -341,6 +342,7 @@ func (e *Endpoint) CloseWrite(h Handle, now Time) error {
 		if !e.waiting(c) {
 			c.quietSince = now
 		}
+		c.snd.moreComing = false
 		c.snd.finQueued = true
 		e.dataQueued(c, now)
 	}
@@ -446,6 +448,7 @@ func (e *Endpoint) Release(h Handle) {
 			if !e.waiting(c) {
 				c.quietSince = e.now
 			}
+			c.snd.moreComing = false
 			c.snd.finQueued = true
 			e.dataQueued(c, e.now)
 		}

@@ -169,6 +169,9 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		}
 		r.sync(h.Seq - uint32(h.SynOffset))
 	}
+	if c.pullsOut > 0 {
+		e.pullAnswered(c, h)
+	}
 	switch r.classify(h.Seq) {
 	case seqOutOfWindow:
 		e.stats.OutOfWindow++
@@ -187,6 +190,7 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		} else if c.pullsPending+c.pullsHanded+r.owedPulls == 0 {
 			// a repeated header (e.g. the sender's stall probe) while no
 			// pull is queued for this sender: its PULL was lost, re-pull
+			c.pullsOut = 0
 			e.addPulls(c, 1)
 		} else {
 			e.flushPulls(c)
@@ -240,6 +244,27 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		e.notifyReadable(c)
 	}
 	e.checkDone(c, now)
+}
+
+// pullAnswered counts DATA (or its trimmed header) h against c's released
+// pulls (pullsOut, flushPulls): a pulled packet answers one, whatever
+// becomes of it here. So does an older packet sent unsolicited: the RTO's
+// resend of a packet that may have been pulled and lost on the way, whose
+// pull would otherwise stay counted. New data pushed mid-stream is the
+// sender's stall probe: it had no pull credit left, so none of c's pulls is
+// still to be answered. The count errs low, never high for long: a count
+// too high would hold pulls back for room that is free.
+func (e *Endpoint) pullAnswered(c *conn, h *Header) {
+	r := &c.rcv
+	switch {
+	case h.Flags&FlagPulled != 0:
+		c.pullsOut--
+	case h.Flags&FlagSYN != 0:
+	case r.hiSet && int32(h.Seq-r.hiSeq) <= 0:
+		c.pullsOut--
+	default:
+		c.pullsOut = 0
+	}
 }
 
 // feedback: any ACK/NACK/PULL proves the peer has state and is alive.

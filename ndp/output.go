@@ -86,15 +86,15 @@ func (e *Endpoint) queueStateless(f *Frame, t PacketType, code ResetCode) {
 }
 
 // schedule puts c in the ready queues it qualifies for, and forgets pull
-// credit when there is nothing at all to send (a PULL for no data is
-// spent: data written later is pushed after LAST).
+// credit when there is nothing at all to send and none is coming (a PULL
+// for no data is spent: data written later is pushed after LAST).
 func (e *Endpoint) schedule(c *conn) {
 	if c.closed {
 		return
 	}
 	s := &c.snd
 	hasRtx := s.hasRtx()
-	if s.pullCredit > 0 && !hasRtx && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
+	if s.pullCredit > 0 && !hasRtx && !s.moreComing && s.nxtOff >= s.written && !(s.finQueued && !s.finSent) {
 		s.pullCredit = 0
 	}
 	if s.canPull() && !c.inPullQ {
@@ -270,7 +270,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	}
 	d.state, d.sentAt, d.path = pktInflight, now, path
 	flags := d.flags & (FlagSYN | FlagFIN)
-	if !s.hasRtx() && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {
+	if !s.hasRtx() && !s.moreComing && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {
 		flags |= FlagLast
 		s.lastSent = true
 	}

@@ -73,6 +73,14 @@ func (e *Endpoint) addPulls(c *conn, n int) {
 // flushPulls hands owed pulls to the host while the receive buffer has
 // room for the data they will elicit (flow control), or while
 // retransmissions are owed for holes.
+//
+// Every pull not yet answered counts against the room: pending (not yet
+// handed to the host), handed (in the host's pull queue) and out (released
+// as a PULL frame, its DATA not arrived: pullsOut). Without the last, a
+// receiver whose PULLs were on their way, or whose pulled DATA was in the
+// sender's queue or on the wire, pulled again for the same room, and the
+// DATA arrived to a full buffer, was NACKed and sent again (no-buffer NACKs:
+// 210-1,249 per 100 MB transfer on veth before).
 func (e *Endpoint) flushPulls(c *conn) {
 	r := &c.rcv
 	if r.owedPulls == 0 || c.closed {
@@ -81,7 +89,7 @@ func (e *Endpoint) flushPulls(c *conn) {
 	// Room for new data, but never fewer pulls than holes to refill: a
 	// retransmission into a hole needs no new room, and out-of-order data
 	// may fill the buffer while the hole blocks the reader.
-	allow := max(r.room()/e.mss, r.holes()) - c.pullsPending - c.pullsHanded
+	allow := max(r.room()/e.mss-c.pullsOut, r.holes()) - c.pullsPending - c.pullsHanded
 	k := min(r.owedPulls, allow)
 	if k <= 0 {
 		return
@@ -100,6 +108,9 @@ func (e *Endpoint) dropPulls(c *conn) {
 	e.releaseAck(c) // no PULL is coming for it to ride in
 	c.rcv.owedPulls = 0
 	c.pullsPending = 0
+	// the sender had nothing more: PULLs it gets now find no data and are
+	// spent (schedule), so none of them brings DATA
+	c.pullsOut = 0
 	c.pullEvQueued = false
 	c.pullEpoch++
 	if c.pullsHanded > 0 {
@@ -122,6 +133,7 @@ func (e *Endpoint) PullReleased(h Handle, now Time) {
 		c.pullsHanded--
 	}
 	c.rcv.pullCounter++
+	c.pullsOut++
 	e.queueCtl(c, TypePull, 0, c.rcv.pullCounter, uint16(c.rcv.pullCounter)%uint16(e.cfg.Paths), 0)
 	e.flushPulls(c)
 }

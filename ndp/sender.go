@@ -131,6 +131,15 @@ type sender struct {
 
 	established bool // got ACK/NACK/PULL: the peer has state, stop sending SYN
 	lastSent    bool // LAST went out and no new data since
+	// moreComing: the application's last Write did not fit the send
+	// buffer, so more data follows as soon as ACKs free room. The sender
+	// then never says LAST and keeps its pull credit while it has nothing
+	// to send: the receiver keeps pulling and the next data goes pulled,
+	// instead of a LAST, dropped pulls and a fresh unsolicited window per
+	// send buffer's worth of data (a bulk transfer whose writer waits on a
+	// full buffer pushed half its packets that way, into a receive buffer
+	// still holding the previous window's data: no-buffer NACKs).
+	moreComing bool
 
 	pullsExpected int    // ACK/NACK seen minus packets pulled: PULLs still to come
 	ackFrac       uint32 // EWMA of ACK (vs NACK) fraction, 16.16 fixed point

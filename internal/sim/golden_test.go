@@ -125,7 +125,7 @@ func TestGoldenResults(t *testing.T) {
 		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "a26f05c826f18815a871523e", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "804df49fb93b3c66f213abdd", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash, bytes)
 		}},
 		{"fattree k4 permutation random", "82702211b9058f8522003b7c", func(t *testing.T, bytes bool) (*Network, []*Flow) {

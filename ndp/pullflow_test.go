@@ -1,0 +1,91 @@
+package ndp
+
+import (
+	"bytes"
+	"testing"
+)
+
+// slowReaderTransfer sends size bytes from host 0 to host 1, whose
+// application reads at most chunk bytes every every ns (slower than the pull
+// rate), and returns both ends' stats after the data is verified.
+func slowReaderTransfer(t *testing.T, size, chunk int, every Time) (snd, rcv Stats) {
+	t.Helper()
+	n := newTestNet(t, 21, Config{}, Config{})
+	n.hosts[1].autoRead = false
+	srv := n.hosts[1].ep
+	if err := srv.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	cli := n.hosts[0].ep
+	c, err := cli.Dial(n.addr(1, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(7, size)
+	var got bytes.Buffer
+	buf := make([]byte, chunk)
+	off, closed := 0, false
+	n.appAt = every
+	for i := 0; got.Len() < size; i++ {
+		if off < len(data) {
+			k, err := cli.Write(c, data[off:], n.now)
+			if err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			off += k
+		}
+		if off == len(data) && !closed {
+			if err := cli.CloseWrite(c, n.now); err != nil {
+				t.Fatal(err)
+			}
+			closed = true
+		}
+		if n.now >= n.appAt && len(n.hosts[1].accepted) > 0 {
+			k, _ := srv.Read(n.hosts[1].accepted[0], buf)
+			got.Write(buf[:k])
+			n.appAt = n.now + every
+		}
+		if !n.step() || i > 5_000_000 {
+			t.Fatalf("stuck after %d of %d bytes: %v", got.Len(), size, n)
+		}
+	}
+	if !bytes.Equal(got.Bytes(), data) {
+		t.Fatal("data corrupted")
+	}
+	return cli.Stats(), srv.Stats()
+}
+
+// A reader slower than the sender gets everything, and the receiver pulls
+// only what its buffer can take: the pulls already released and not yet
+// answered count against the room (flushPulls), and a writer that waits on
+// its full send buffer keeps its pull credit instead of sending LAST and
+// pushing a fresh window per buffer's worth (sender.moreComing), so no DATA
+// arrives to a full buffer.
+func TestSlowReaderNoNackStorm(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chunk int
+		every Time
+		nacks uint64 // no-buffer NACKs allowed
+	}{
+		{"half-rate", 16 << 10, 20 * us, 0}, // 0.8 GB/s against 1.45 GB/s of pulls
+		{"tenth-rate", 4 << 10, 30 * us, 0}, // 0.14 GB/s
+		// the whole buffer at once, then nothing for 2ms: the first window
+		// is pushed before the receiver can say anything, and the pulls
+		// its first packets earn may meet its last in the unread buffer
+		{"stalls", 256 << 10, 2000 * us, 2}, // the whole buffer at once, then nothing for 2ms
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const size = 4 << 20
+			snd, rcv := slowReaderTransfer(t, size, tc.chunk, tc.every)
+			t.Logf("data out %d (pushed %d, pulled %d), retransmits %d, no-buffer NACKs %d, stall probes %d, RTO fires %d",
+				snd.DataOut, snd.PushedOut, snd.PulledOut, snd.Retransmits, rcv.NoBufferNacks, snd.StallProbes, snd.RTOFires)
+			if rcv.NoBufferNacks > tc.nacks || snd.Retransmits > tc.nacks {
+				t.Errorf("no-buffer NACKs %d, retransmits %d: DATA was pulled or pushed into a full buffer", rcv.NoBufferNacks, snd.Retransmits)
+			}
+			if pkts := uint64(size / MaxPayload(1500)); snd.PushedOut > uint64(DefaultIW(1500))+1 || snd.DataOut > pkts+2 {
+				t.Errorf("pushed %d, data out %d for %d packets", snd.PushedOut, snd.DataOut, pkts)
+			}
+		})
+	}
+}
