@@ -89,3 +89,55 @@ func TestSlowReaderNoNackStorm(t *testing.T) {
 		})
 	}
 }
+
+// A writer that waits on a full send buffer keeps its pulls: a writer that
+// comes back only every 300 µs (an application woken late) leaves its sender
+// with nothing to send when PULLs arrive; every buffer's worth used to end in
+// LAST, the receiver dropped its pulls and the next Write was pushed as a
+// fresh window.
+func TestBlockedWriterSendsNoLast(t *testing.T) {
+	n := newTestNet(t, 23, Config{}, Config{})
+	srv, cli := n.hosts[1].ep, n.hosts[0].ep
+	if err := srv.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cli.Dial(n.addr(1, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	data := pattern(9, size)
+	n.appAt = 300 * us
+	for off := 0; off < len(data); {
+		if n.now >= n.appAt {
+			k, err := cli.Write(c, data[off:], n.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			off += k
+			n.appAt = n.now + 300*us
+		}
+		if !n.step() {
+			t.Fatalf("idle with %d bytes unwritten", len(data)-off)
+		}
+	}
+	n.appAt = 0
+	if err := cli.CloseWrite(c, n.now); err != nil {
+		t.Fatal(err)
+	}
+	if !n.run(5_000_000, func() bool { return len(n.hosts[1].accepted) > 0 && n.hosts[1].eof[n.hosts[1].accepted[0]] }) {
+		t.Fatalf("transfer did not finish: %v", n)
+	}
+	if !bytes.Equal(n.hosts[1].got(n.hosts[1].accepted[0]), data) {
+		t.Fatal("data corrupted")
+	}
+	snd, rcv := cli.Stats(), srv.Stats()
+	t.Logf("data out %d (pushed %d, pulled %d), receiver's pull drops %d, no-buffer NACKs %d, stall probes %d",
+		snd.DataOut, snd.PushedOut, snd.PulledOut, n.hosts[1].drops, rcv.NoBufferNacks, snd.StallProbes)
+	if iw := uint64(DefaultIW(1500)); snd.PushedOut > iw || n.hosts[1].drops > 1 {
+		t.Errorf("pushed %d (the first window is %d), pulls dropped %d times: LAST went out mid-transfer", snd.PushedOut, iw, n.hosts[1].drops)
+	}
+	if snd.StallProbes != 0 || rcv.NoBufferNacks != 0 {
+		t.Errorf("stall probes %d, no-buffer NACKs %d", snd.StallProbes, rcv.NoBufferNacks)
+	}
+}
