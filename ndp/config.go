@@ -41,13 +41,22 @@ type Config struct {
 	// loss. Default 1ms (the paper's value for a 400us worst-case RTT). Each
 	// connection adapts its RTO to the RTT it measures (RFC 6298: SRTT +
 	// max(10us, 4*RTTVAR), Karn's rule), never below RTO nor above MaxRTO,
-	// starting from the endpoint's estimate for the remote address (RTO if
-	// there is none), and doubles it per timeout round without a valid RTT
+	// starting from the endpoint's estimate for the remote address (InitialRTO
+	// if there is none), and doubles it per timeout round without a valid RTT
 	// sample (backoff, up to MaxRTO). See rtt.go and docs/decisions.md.
 	RTO time.Duration
 	// MaxRTO bounds the adaptive RTO, its backoff and the stall interval.
 	// Default 32*RTO (32ms). Range [RTO, 1 minute]. Unused with FixedRTO.
 	MaxRTO time.Duration
+	// InitialRTO is the RTO of a connection that has no RTT estimate: no
+	// sample of its own and none for its address or the endpoint to seed
+	// it from, which is a fresh endpoint's first window. Default RTO (the
+	// paper's: the first window times out like any other). Range [RTO,
+	// MaxRTO]. Unused with FixedRTO. Real stacks (internal/engine) set it
+	// higher: a first window's ACKs wait for the peer's host to notice it,
+	// and one that fired at the floor resent the whole window (93 packets
+	// at MTU 1500) for nothing (docs/decisions.md: "The initial RTO").
+	InitialRTO time.Duration
 	// FixedRTO keeps every connection's RTO at exactly RTO, with no backoff
 	// and a constant StallTimeout: the paper's behaviour, for reproducing
 	// it. RTT samples are still taken (Stats, Endpoint.RTT) but not used.
@@ -162,7 +171,6 @@ type Config struct {
 const (
 	defaultMTU         = 1500
 	defaultIW          = 30
-	defaultRTO         = time.Millisecond
 	defaultPaths       = 8
 	defaultBuffer      = 256 << 10
 	defaultTimeWait    = 10 * time.Millisecond
@@ -179,6 +187,16 @@ const (
 	minMTU             = ipOverhead + 64
 	maxWindowPkts      = 1024 // per-direction sequence window (packets in flight)
 )
+
+// DefaultRTO is Config.RTO's default: the paper's 1ms for a 400us
+// worst-case RTT.
+const DefaultRTO = time.Millisecond
+
+// DefaultMaxRTO is Config.MaxRTO's default for an RTO: 32*RTO, at most a
+// minute.
+func DefaultMaxRTO(rto time.Duration) time.Duration {
+	return min(defaultMaxRTOMul*rto, maxRTOLimit)
+}
 
 // DefaultIWBytes is the payload the default initial window carries at
 // least: a 10 Gb/s pull rate's worth of about 100us, the round trip of two
@@ -208,10 +226,13 @@ func (c *Config) populate() {
 		c.IW = DefaultIW(c.MTU)
 	}
 	if c.RTO == 0 {
-		c.RTO = defaultRTO
+		c.RTO = DefaultRTO
 	}
 	if c.MaxRTO == 0 && c.RTO <= maxRTOLimit {
-		c.MaxRTO = min(defaultMaxRTOMul*c.RTO, maxRTOLimit)
+		c.MaxRTO = DefaultMaxRTO(c.RTO)
+	}
+	if c.InitialRTO == 0 {
+		c.InitialRTO = c.RTO
 	}
 	if c.StallTimeout == 0 {
 		c.StallTimeout = 2 * c.RTO
@@ -263,6 +284,8 @@ func (c *Config) validate() error {
 		return bad("negative duration")
 	case c.MaxRTO < c.RTO:
 		return bad("MaxRTO %v < RTO %v", c.MaxRTO, c.RTO)
+	case c.InitialRTO < c.RTO || c.InitialRTO > c.MaxRTO:
+		return bad("InitialRTO %v outside [RTO %v, MaxRTO %v]", c.InitialRTO, c.RTO, c.MaxRTO)
 	case !c.Commodity.valid():
 		return bad("Commodity: DSCP above 63 or more than 4 TrimDSCPs")
 	case c.RTO > maxRTOLimit || c.MaxRTO > maxRTOLimit || c.StallTimeout > maxRTOLimit:

@@ -213,7 +213,7 @@ func (s *rttSeeds) seed(ip uint32, now Time) rttEstimator {
 // rttState is a connection's estimator, its base RTO and its backoff.
 type rttState struct {
 	est     rttEstimator
-	base    Time   // clamp(SRTT + max(G, 4*RTTVAR), RTO, MaxRTO); RTO without an estimate
+	base    Time   // clamp(SRTT + max(G, 4*RTTVAR), RTO, MaxRTO); InitialRTO without an estimate
 	backoff uint8  // doublings since the last valid sample (timeout rounds)
 	seeded  bool   // est came from the endpoint's memory
 	samples uint32 // own valid samples
@@ -269,7 +269,11 @@ func (e *Endpoint) seedRTT(c *conn, now Time) {
 
 func (e *Endpoint) setBaseRTO(c *conn) {
 	r := &c.snd.rtt
-	r.base = r.est.rto(Time(e.cfg.RTO), Time(e.cfg.MaxRTO))
+	if r.est.valid {
+		r.base = r.est.rto(Time(e.cfg.RTO), Time(e.cfg.MaxRTO))
+	} else {
+		r.base = Time(e.cfg.InitialRTO) // no estimate yet (Config.InitialRTO)
+	}
 	if !e.cfg.FixedRTO {
 		// path exclusion lasts 16 RTOs: losses are only seen at RTO timescale
 		c.paths.excludeFor = 16 * r.base

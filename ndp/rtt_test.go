@@ -566,6 +566,14 @@ func TestConfigRTOValidation(t *testing.T) {
 				t.Fatalf("MaxRTO %v", c.MaxRTO)
 			}
 		}},
+		{"InitialRTO defaults to RTO", nil, true, func(t *testing.T, c Config) {
+			if c.InitialRTO != c.RTO {
+				t.Fatalf("InitialRTO %v, RTO %v", c.InitialRTO, c.RTO)
+			}
+		}},
+		{"InitialRTO = MaxRTO", func(c *Config) { c.InitialRTO = 32 * time.Millisecond }, true, nil},
+		{"InitialRTO below RTO", func(c *Config) { c.InitialRTO = 500 * time.Microsecond }, false, nil},
+		{"InitialRTO above MaxRTO", func(c *Config) { c.InitialRTO = 33 * time.Millisecond }, false, nil},
 		{"MaxRTO = RTO", func(c *Config) { c.MaxRTO = time.Millisecond }, true, nil},
 		{"MaxRTO below RTO", func(c *Config) { c.MaxRTO = 500 * time.Microsecond }, false, nil},
 		{"negative MaxRTO", func(c *Config) { c.MaxRTO = -1 }, false, nil},
@@ -813,5 +821,45 @@ func TestKarnState(t *testing.T) {
 				t.Errorf("%s: first-copy sample %v %v %v", tc.name, time.Duration(m), spurious, ok)
 			}
 		}
+	}
+}
+
+// A connection with no RTT estimate times out its first window at
+// InitialRTO, not at the RTO floor; once a sample arrives the adaptive RTO
+// takes over, and a connection seeded from the endpoint's memory never uses
+// InitialRTO.
+func TestInitialRTO(t *testing.T) {
+	const irto = 4 * time.Millisecond
+	a := mkEP(t, ipA, func(c *Config) { c.InitialRTO = irto })
+	b := mkEP(t, ipB, nil)
+	b.Listen(80)
+	h, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if r := rttOf(t, a, h); r.Seeded || r.BaseRTO != irto {
+		t.Fatalf("fresh connection: %+v, want base RTO %v", r, irto)
+	}
+	a.Write(h, []byte("ping"), 0)
+	sent := poll(t, a, 0, true)
+	if len(sent) == 0 {
+		t.Fatal("nothing sent")
+	}
+	// At 2ms (past the 1ms floor) nothing fires; at InitialRTO it does.
+	a.HandleTimers(Time(2 * time.Millisecond))
+	if n := a.Stats().RTOFires; n != 0 {
+		t.Fatalf("RTO fired at 2ms with InitialRTO %v (%d fires)", irto, n)
+	}
+	a.HandleTimers(Time(irto))
+	if n := a.Stats().RTOFires; n == 0 {
+		t.Fatalf("no RTO fire at InitialRTO %v", irto)
+	}
+	// The late ACK of the first copy is a sample: the base RTO drops to
+	// the adaptive value, above the floor by the late memory.
+	ackAll(t, a, b, sent, Time(irto), Time(irto)+ms)
+	if r := rttOf(t, a, h); r.Samples == 0 || r.BaseRTO == irto {
+		t.Fatalf("after a sample: %+v", r)
+	}
+	// A second connection to b starts from the seed, not InitialRTO.
+	h2, _ := a.Dial(addrOf(b, 80), DialOptions{}, Time(irto)+2*ms)
+	if r := rttOf(t, a, h2); !r.Seeded || r.SRTT == 0 {
+		t.Fatalf("seeded connection: %+v", r)
 	}
 }

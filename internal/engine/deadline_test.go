@@ -62,9 +62,15 @@ func TestNextDeadline(t *testing.T) {
 		if _, err := c.Write([]byte("hello"), false, nil); err != nil {
 			t.Fatal(err)
 		}
+		// A fresh stack has no RTT estimate: the first window's RTO is
+		// InitialRTO, 4*RTO by default.
+		irto := ndp.Time(a.cfg.Endpoint.InitialRTO)
+		if irto != ndp.Time(4*time.Millisecond) {
+			t.Fatalf("InitialRTO %v, want the default 4*RTO", time.Duration(irto))
+		}
 		d, ok := a.NextDeadline()
-		if !ok || d <= sent || d > sent+ndp.Time(time.Millisecond) {
-			t.Fatalf("after a send at %d: deadline %d ok=%v, want in (sent, sent+RTO]", sent, d, ok)
+		if !ok || d <= sent || d > sent+irto {
+			t.Fatalf("after a send at %d: deadline %d ok=%v, want in (sent, sent+InitialRTO]", sent, d, ok)
 		}
 		// Overdue: the deadline is not in the past, it is now.
 		clk.set(d + ndp.Time(5*time.Millisecond))
