@@ -39,7 +39,7 @@ func (e *Endpoint) mergeCtl(c *conn, t PacketType, seq, pull uint32, path uint16
 		f.pull = pull
 		f.flags |= FlagPull
 	case t == TypeAck && f.typ == TypePull:
-		f.typ, f.seq, f.pathID = TypeAck, seq, path
+		f.typ, f.seq, f.pathID, f.udpSrc = TypeAck, seq, path, c.ctlSrc(path)
 		f.flags |= FlagPull
 	case t == TypeAck && f.typ == TypeAck:
 		d := seq - f.seq - 1

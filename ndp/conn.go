@@ -24,6 +24,13 @@ type connState struct {
 	remote  Addr
 	entropy uint16 // base of this connection's UDP source ports
 
+	// The peer's path numbering, learned from its DATA frames (ctlSrc):
+	// peerEntropy is the base of its UDP source ports (when peerEntropyOK),
+	// lastPath the path of the latest DATA frame or header to arrive.
+	peerEntropy   uint16
+	peerEntropyOK bool
+	lastPath      uint16
+
 	dialer   bool
 	inTable  bool // reachable through the connection table
 	closed   bool // finished (cleanly or not); EventClosed queued
@@ -93,6 +100,35 @@ func (c *conn) handle() Handle { return makeHandle(c.idx, c.gen) }
 
 // udpSrc maps a path index to this connection's UDP source port.
 func (c *conn) udpSrc(path uint16) uint16 { return 0xC000 | ((c.entropy + path) & 0x3FFF) }
+
+// ctlSrc is the UDP source port of a control frame (ACK, NACK, PULL) about
+// the peer's path: the port the peer's DATA frames on that path carry, so the
+// control frame crosses the network with the same ports as the data it
+// answers, the reverse of the same path wherever the fabric routes a port
+// pair alike both ways (a label taken from the port, a symmetric hash). A
+// link that fails then fails a path for its data and its ACKs together, and
+// the sender's scoreboard, which sees only ACKs, NACKs and losses by path,
+// counts the failure on the path that has it. With the connection's own port
+// for the path instead, the ACK of a packet that crossed a live spine took
+// the other spine whenever the two entropies differed in parity: in a
+// two-spine leaf-spine with one spine link lost, every path of such a
+// connection lost either its data or its ACKs, and no path stood out. Before
+// the peer's first DATA frame (or if its port is not one of ours) it is the
+// connection's own port.
+func (c *conn) ctlSrc(path uint16) uint16 {
+	if !c.peerEntropyOK {
+		return c.udpSrc(path)
+	}
+	return 0xC000 | ((c.peerEntropy + path) & 0x3FFF)
+}
+
+// notePeerPath learns the peer's path numbering from a DATA frame (ctlSrc).
+func (c *conn) notePeerPath(f *Frame) {
+	if f.SrcPort&0xC000 == 0xC000 && f.Header.PathID <= 0x3FFF {
+		c.peerEntropy, c.peerEntropyOK = (f.SrcPort-f.Header.PathID)&0x3FFF, true
+		c.lastPath = f.Header.PathID
+	}
+}
 
 // readDone reports whether the peer's whole stream (up to FIN) arrived.
 func (c *conn) readDone() bool { return c.rcv.finKnown && c.rcv.nxtOff >= c.rcv.finOff }

@@ -22,7 +22,7 @@ func (e *Endpoint) queueCtlNow(c *conn, t PacketType, seq, pull uint32, path uin
 		return
 	}
 	cf := ctlFrame{
-		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
+		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.ctlSrc(path),
 		typ: t, code: code, prio: c.prio,
 		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
 		seq: seq, pull: pull, pathID: path, owner: c.idx + 1, ownGen: c.gen,

@@ -6,11 +6,12 @@ import "math"
 // sender sprays packets over a randomly permuted list of its paths and
 // re-permutes after each round. ACKs, NACKs (including bounced headers)
 // and losses (RTO) are counted per path; at each re-permutation a path
-// whose NACK ratio stands out from the better half of the paths, or whose
-// loss count is an outlier, is left out for a while (excludeFor, 16 RTOs by
-// default: losses are only detected at RTO timescale), after which its
-// counters are reset and it rejoins. At most half of the paths are excluded
-// at once.
+// whose NACK ratio stands out from the better half of the paths, whose
+// loss count is an outlier, or which lost packets and delivered none while
+// another path delivers (a failed link), is left out for a while
+// (excludeFor, 16 RTOs by default: losses are only detected at RTO
+// timescale), after which its counters are reset and it rejoins. At most
+// half of the paths are excluded at once.
 type Scoreboard struct {
 	n      int
 	perm   []uint8 // current round order (active paths only)
@@ -126,6 +127,7 @@ func (s *Scoreboard) repermute(r *rng, now Time) int {
 	var allNacks, allSamples uint64
 	var lossSum uint32
 	active := 0
+	delivering := false // an active path had feedback on 3 or more packets and fewer losses
 	for i := 0; i < s.n; i++ {
 		if s.excl[i] != 0 {
 			continue
@@ -133,6 +135,9 @@ func (s *Scoreboard) repermute(r *rng, now Time) int {
 		active++
 		lossSum += s.losses[i]
 		t := s.acks[i] + s.nacks[i]
+		if t >= 3 && s.losses[i] < t {
+			delivering = true
+		}
 		if t < minPathSamples {
 			continue
 		}
@@ -192,6 +197,16 @@ func (s *Scoreboard) repermute(r *rng, now Time) int {
 		if active >= 2 {
 			meanLoss := float64(lossSum) / float64(active)
 			if s.losses[i] >= 3 && float64(s.losses[i]) > 3*meanLoss {
+				bad = true
+			}
+			// A failed link: the path lost packets and delivered none
+			// (no ACK, no NACK since it joined) while another path
+			// delivers. With two spines half of the paths cross the
+			// link, the mean above is half their count, and 3 x the
+			// mean is more than any of them has. A path that delivers anything, however
+			// slowly (a degraded link trims and NACKs), is left to the
+			// NACK rule.
+			if s.losses[i] >= 3 && s.acks[i]+s.nacks[i] == 0 && delivering {
 				bad = true
 			}
 		}

@@ -111,3 +111,63 @@ func TestScoreboardKeepsUniformNacks(t *testing.T) {
 		}
 	}
 }
+
+// TestScoreboardExcludesFailedHalf: half of the paths lose every packet and
+// deliver nothing (a failed link under two spines), the other half deliver
+// everything. The loss outlier rule cannot see them (the mean is half their
+// count); the failed-path rule excludes all of them within a few rounds,
+// keeps the delivering ones, and after excludeFor lets them rejoin and
+// leaves them out again. When no path delivers (a silent peer), nothing is
+// excluded for lack of a delivering path.
+func TestScoreboardExcludesFailedHalf(t *testing.T) {
+	const excludeFor = 1000
+	dead := func(p uint16) bool { return p%2 == 1 }
+	sb := newScoreboard(8, excludeFor)
+	r := rng{s: 7}
+	var excluded uint64
+	now := Time(1)
+	send := func(rounds int, silent bool) {
+		for range rounds * 8 {
+			p := sb.next(&r, -1, now, &excluded)
+			switch {
+			case silent || dead(p):
+				sb.loss(p)
+			default:
+				sb.ack(p)
+			}
+			now++
+		}
+	}
+	send(5, false)
+	for p := uint16(0); p < 8; p++ {
+		if sb.Excluded(int(p)) != dead(p) {
+			t.Fatalf("after 5 rounds path %d excluded %v, want %v (counters a %v n %v l %v)", p, sb.Excluded(int(p)), dead(p), sb.acks, sb.nacks, sb.losses)
+		}
+	}
+	first := sb.excl[1]
+	if first-now > excludeFor {
+		t.Fatalf("first exclusion until %d at %d, want at most %d ahead", first, now, excludeFor)
+	}
+	// past the exclusion: the dead paths rejoin with a clean record, lose
+	// again, and are left out again
+	now = first
+	send(5, false)
+	for p := uint16(0); p < 8; p++ {
+		if sb.Excluded(int(p)) != dead(p) {
+			t.Fatalf("after rejoining, path %d excluded %v, want %v", p, sb.Excluded(int(p)), dead(p))
+		}
+	}
+	if sb.excl[1] <= first {
+		t.Fatalf("path 1 excluded until %d, want a new exclusion after %d", sb.excl[1], first)
+	}
+	if excluded != 8 {
+		t.Fatalf("%d exclusions, want 8 (4 dead paths, twice)", excluded)
+	}
+
+	quiet := newScoreboard(8, excludeFor)
+	sb, excluded = quiet, 0
+	send(10, true)
+	if excluded != 0 {
+		t.Fatalf("a silent peer: %d exclusions, want 0 (no path delivers)", excluded)
+	}
+}

@@ -176,7 +176,7 @@ func (e *Endpoint) queueKeepalive(c *conn) {
 func (e *Endpoint) queueProbeCtl(c *conn, t PacketType, pull uint32) {
 	path := uint16(e.rng.next() % uint64(e.cfg.Paths))
 	cf := ctlFrame{
-		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.udpSrc(path),
+		dstMAC: c.remote.MAC, dstIP: c.remote.IP, udpSrc: c.ctlSrc(path),
 		typ: t, flags: FlagProbe, prio: c.prio,
 		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
 		pull: pull, pathID: path,

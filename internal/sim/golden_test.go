@@ -122,16 +122,16 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, flows
 		}},
-		{"fattree k4 permutation path", "d83d55748141b99118fd2c5b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation path", "b83b77015cb935164e3011eb", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "804df49fb93b3c66f213abdd", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "4b82e675f28a62b885652430", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash, bytes)
 		}},
 		{"fattree k4 permutation random", "82702211b9058f8522003b7c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPRandom, bytes)
 		}},
-		{"fattree k4 incast 15x135KB", "cb6461e88983ee044da4ae16", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 incast 15x135KB", "3d37c30e55e85afa9de6abeb", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			ft := fatTree(4, ECMPHash)
 			ft.Params.CheckBytes = bytes
 			c, err := NewClos(ft)
