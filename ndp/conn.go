@@ -25,11 +25,9 @@ type connState struct {
 	entropy uint16 // base of this connection's UDP source ports
 
 	// The peer's path numbering, learned from its DATA frames (ctlSrc):
-	// peerEntropy is the base of its UDP source ports (when peerEntropyOK),
-	// lastPath the path of the latest DATA frame or header to arrive.
+	// the base of its UDP source ports, when peerEntropyOK.
 	peerEntropy   uint16
 	peerEntropyOK bool
-	lastPath      uint16
 
 	dialer   bool
 	inTable  bool // reachable through the connection table
@@ -122,11 +120,11 @@ func (c *conn) ctlSrc(path uint16) uint16 {
 	return 0xC000 | ((c.peerEntropy + path) & 0x3FFF)
 }
 
-// notePeerPath learns the peer's path numbering from a DATA frame (ctlSrc).
-func (c *conn) notePeerPath(f *Frame) {
+// notePeerEntropy learns the base of the peer's UDP source ports from a DATA
+// frame (ctlSrc).
+func (c *conn) notePeerEntropy(f *Frame) {
 	if f.SrcPort&0xC000 == 0xC000 && f.Header.PathID <= 0x3FFF {
 		c.peerEntropy, c.peerEntropyOK = (f.SrcPort-f.Header.PathID)&0x3FFF, true
-		c.lastPath = f.Header.PathID
 	}
 }
 

@@ -162,7 +162,7 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	h := &f.Header
 	r := &c.rcv
 	trimmed := h.Flags&FlagTrimmed != 0
-	c.notePeerPath(f)
+	c.notePeerEntropy(f)
 	if !r.synced {
 		if h.Flags&FlagSYN == 0 {
 			e.stats.OutOfWindow++
