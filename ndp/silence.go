@@ -27,7 +27,9 @@ package ndp
 // the connection's current pull counter (so it also restores PULLs lost
 // meanwhile); a peer that holds the connection answers with an ACK with
 // FlagProbe, one that does not answers with a RESET (handleNoConn), which
-// fails the connection with ErrConnReset.
+// fails the connection with ErrConnReset. A connection whose sender is not
+// established sends its oldest unacknowledged first-RTT packet instead
+// (queueKeepalive), which can still open the connection at its peer.
 //
 // The first frame heard from the peer ends probing (heard): the sender
 // resends up to IW of its queued retransmissions at once, unsolicited, and
@@ -165,9 +167,29 @@ func (e *Endpoint) silenceTimer(c *conn, now Time) bool {
 	return false
 }
 
-// queueKeepalive queues a PULL with FlagProbe carrying c's pull counter.
+// queueKeepalive queues c's keepalive: a PULL with FlagProbe carrying c's
+// pull counter, or, while c's sender has not heard that its peer holds the
+// connection (not established: its packets carry SYN), a resend of its
+// oldest unacknowledged first-RTT packet. A PULL cannot open a connection:
+// a peer that lost every first-RTT packet (under load, for longer than
+// probeAfter) could only answer it with a RESET, failing a connection
+// whose peer was merely slow. The first-RTT packet opens the connection
+// if the peer listens, is ACKed by a peer that holds it or remembers it
+// in time-wait, and is refused otherwise.
 func (e *Endpoint) queueKeepalive(c *conn) {
 	e.stats.SilenceProbes++
+	s := &c.snd
+	if !s.established {
+		for seq := s.una; seq != s.nxtSeq; seq++ {
+			d := s.desc(seq)
+			if d.flags&FlagSYN == 0 || d.state == pktAcked {
+				continue
+			}
+			s.queueRtx(seq) // in flight: resent now, not at its RTO
+			s.markUrgent(seq)
+			return
+		}
+	}
 	e.queueProbeCtl(c, TypePull, c.rcv.pullCounter)
 }
 

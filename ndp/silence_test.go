@@ -291,8 +291,10 @@ func TestKeepaliveBeforeResponseKeepsSYN(t *testing.T) {
 	o.middle = func(from, _ int, b []byte) ([]byte, bool) { return b, !(down1 && from == 1) }
 	o.writeAll(0, o.h, o.data, true)
 	// the server reads the request; the dialer hears nothing and probes
+	// (its keepalive, not established, is a resend of a first-RTT packet:
+	// a duplicate at the server)
 	if !o.runUntil(Time(5*time.Second), func() bool {
-		return o.received() == len(o.data) && o.hosts[1].ep.Stats().PullsIn > 0 && o.hosts[0].ep.Stats().SilenceProbes > 0
+		return o.received() == len(o.data) && o.hosts[1].ep.Stats().DuplicatesIn > 0 && o.hosts[0].ep.Stats().SilenceProbes > 0
 	}) {
 		t.Fatalf("request not read or no keepalive: %v", o)
 	}
@@ -305,5 +307,49 @@ func TestKeepaliveBeforeResponseKeepsSYN(t *testing.T) {
 	}
 	if !bytes.Equal(got(), pattern(9, 100)) {
 		t.Fatal("response corrupted")
+	}
+}
+
+// A dialer whose every first-RTT packet is lost for longer than probeAfter
+// (the server's receive ring overflowing under CPU load) has never reached a
+// peer that holds the connection: its keepalive resends its oldest
+// first-RTT packet, which opens the connection once a copy gets through,
+// instead of a PULL, which the server could only answer with a RESET. The
+// call completes once the path returns, with no RESET either way.
+func TestKeepaliveBeforeAcceptOpens(t *testing.T) {
+	o := newOutageNet(t, 3000, Config{}, Config{})
+	down0 := true // frames from the dialer are lost
+	o.middle = func(from, _ int, b []byte) ([]byte, bool) { return b, !(down0 && from == 0) }
+	o.writeAll(0, o.h, o.data, true)
+	if !o.runUntil(Time(3*time.Second), func() bool { return o.hosts[0].ep.Stats().SilenceProbes >= 2 }) {
+		t.Fatalf("no keepalive: %v", o)
+	}
+	down0 = false
+	if !o.runUntil(o.now+Time(5*time.Second), func() bool {
+		return o.received() == len(o.data) && len(o.hosts[1].accepted) > 0 && o.hosts[1].eof[o.hosts[1].accepted[0]]
+	}) {
+		t.Fatalf("request not delivered: got %d of %d; dialer closed %v; server %+v", o.received(), len(o.data), o.hosts[0].closed, o.hosts[1].ep.Stats())
+	}
+	srv := o.hosts[1].accepted[0]
+	if !bytes.Equal(o.hosts[1].got(srv), o.data) {
+		t.Fatal("request corrupted")
+	}
+	o.writeAll(1, srv, pattern(9, 2000), true)
+	got := func() []byte { return o.hosts[0].got(o.h) }
+	if !o.runUntil(o.now+Time(5*time.Second), func() bool { return len(got()) == 2000 }) {
+		t.Fatalf("response not delivered: got %d bytes, dialer closed %v", len(got()), o.hosts[0].closed)
+	}
+	if !bytes.Equal(got(), pattern(9, 2000)) {
+		t.Fatal("response corrupted")
+	}
+	for i, h := range o.hosts {
+		if st := h.ep.Stats(); st.ResetsIn+st.ResetsOut+st.UnknownConn != 0 {
+			t.Errorf("host %d: %d RESETs in, %d out, %d frames for unknown connections", i, st.ResetsIn, st.ResetsOut, st.UnknownConn)
+		}
+		for hd, err := range h.closed {
+			if err != nil {
+				t.Errorf("host %d: connection %v closed with %v", i, hd, err)
+			}
+		}
 	}
 }
