@@ -37,15 +37,15 @@ type fabricFlagValues struct {
 
 // registerFabricFlags adds --fabric, --link, --personality, --host-queue and
 // --switch-tick to fs; own names the benchmark's topology without the switch
-// (the --fabric default), tick is --switch-tick's default.
-func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string, tick time.Duration) fabricFlagValues {
+// (the --fabric default).
+func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string) fabricFlagValues {
 	link := bitRate(10e9)
 	v := fabricFlagValues{own: own, link: &link}
 	v.fabric = fs.String("fabric", own, "what joins the hosts: "+own+" ("+ownHelp+") or switch (ndpswitch: NDP trimming queues and a drop-tail queue for kernel TCP at --link per port)")
 	fs.Var(v.link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
 	v.hostQueue = fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	v.personality = fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
-	v.tick = fs.Duration("switch-tick", tick, "--fabric switch: while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long); 0: it polls again at once")
+	v.tick = fs.Duration("switch-tick", 0, "--fabric switch: while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long; saves the switch CPU on a loaded host, costs time on a quiet one); 0: it polls again at once")
 	return v
 }
 

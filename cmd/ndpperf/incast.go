@@ -66,13 +66,6 @@ type incastOpts struct {
 	fabricFlags
 }
 
-// incastSwitchTick is --switch-tick's default for the incast: the switch
-// sleeps 50 µs between busy passes while frames are due (softswitch.Config.Tick).
-// An incast keeps the receiver's port busy for the whole round, and a
-// switch that polled again at once spun a CPU of the two this machine has
-// and kicked a transmit for every frame or two.
-const incastSwitchTick = 50 * time.Microsecond
-
 func parseIncastFlags(args []string) (incastOpts, error) {
 	fs := flag.NewFlagSet("incast", flag.ContinueOnError)
 	servers := fs.Int("servers", 4, "servers answering at once (1..16)")
@@ -84,7 +77,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	fs.Var(&rate, "rate", "NDP pull pacer rate of every stack (bits/s, e.g. 10G)")
 	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/incast-client.pcapng, DIR/incast-serverN.pcapng (64 MiB each at most)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of", incastSwitchTick)
+	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
 	spin := fs.String("spin", "auto", "how long a waiting NDP call or idle stack polls before it sleeps: a duration, never (sleep at once, parked in the Go runtime like a kernel socket's goroutine), or auto: never while the process runs more stacks than CPUs, else the stack's default")
 	var prof profileFlags

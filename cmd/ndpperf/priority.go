@@ -84,7 +84,7 @@ func parsePriorityFlags(args []string) (priorityOpts, error) {
 	rounds := fs.Int("rounds", 5, "rounds per policy, taking turns")
 	poll := fs.String("poll", "adaptive", "receivers' waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of", 0)
+	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	if err := fs.Parse(args); err != nil {
 		return priorityOpts{}, err
 	}

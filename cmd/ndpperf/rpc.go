@@ -92,7 +92,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	plotFile := fs.String("plot", "", "also draw every transport's latency CDF to this PNG file")
 	scrape := fs.Duration("scrape-every", 10*time.Millisecond, "ndp-scraped comparison: gather and encode both stacks' Prometheus metrics this often during its turns")
 	var prof profileFlags
-	fab := registerFabricFlags(fs, "veth", "one veth pair per transport", 0)
+	fab := registerFabricFlags(fs, "veth", "one veth pair per transport")
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err

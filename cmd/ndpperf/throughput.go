@@ -81,7 +81,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	poll := fs.String("poll", "adaptive", "NDP waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	mode := fs.String("mode", "embedded", "embedded (ndp embedded stacks vs kernel TCP) or daemon (also ndp through two ndpd processes, in the same run)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	fab := registerFabricFlags(fs, "veth", "one veth pair", 0)
+	fab := registerFabricFlags(fs, "veth", "one veth pair")
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
