@@ -60,28 +60,16 @@ func (t *keyTable) get(k connKey) (int32, bool) {
 }
 
 // put inserts or updates k. It returns false when the table is full.
-func (t *keyTable) put(k connKey, v int32) bool {
-	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		if !s.used {
-			if t.n >= t.max {
-				return false
-			}
-			*s = keySlot{key: k, val: v, used: true}
-			t.n++
-			return true
-		}
-		if s.key == k {
-			s.val = v
-			return true
-		}
-	}
-}
+func (t *keyTable) put(k connKey, v int32) bool { return t.insert(k, v, true) }
 
 // add inserts k with value v unless k is present, in one probe sequence
 // (get then put probed twice). It returns false when k is present (its
 // value unchanged) or the table is full.
-func (t *keyTable) add(k connKey, v int32) bool {
+func (t *keyTable) add(k connKey, v int32) bool { return t.insert(k, v, false) }
+
+// insert stores k with value v in one probe sequence; a present k gets v
+// only with replace (and reports false without it).
+func (t *keyTable) insert(k connKey, v int32, replace bool) bool {
 	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		if !s.used {
@@ -93,7 +81,10 @@ func (t *keyTable) add(k connKey, v int32) bool {
 			return true
 		}
 		if s.key == k {
-			return false
+			if replace {
+				s.val = v
+			}
+			return replace
 		}
 	}
 }

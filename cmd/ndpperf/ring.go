@@ -311,15 +311,22 @@ func ringSetup(phase string, o ringOpts) (*ring.DaemonEnd, *ring.Region, *net.Un
 	return end, region, conn, cmd, func() { conn.Close(); cleanup() }, nil
 }
 
-// awaitReady blocks until the child says it is ready, then tells it to go.
-func ringAwaitReady(conn *net.UnixConn) error {
+// ringAwaitReady blocks until the child says it is ready, then tells it to
+// go; on failure it kills and reaps the child.
+func ringAwaitReady(conn *net.UnixConn, cmd *exec.Cmd) error {
 	var b [8]byte
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if _, err := conn.Read(b[:]); err != nil {
-		return fmt.Errorf("child never became ready: %w", err)
+	_, err := conn.Read(b[:])
+	if err != nil {
+		err = fmt.Errorf("child never became ready: %w", err)
+	} else {
+		conn.SetReadDeadline(time.Time{})
+		_, err = conn.Write([]byte("go"))
 	}
-	conn.SetReadDeadline(time.Time{})
-	_, err := conn.Write([]byte("go"))
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
 	return err
 }
 
@@ -330,9 +337,7 @@ func ringPhase(phase string, o ringOpts) (float64, []int64, error) {
 		return 0, nil, err
 	}
 	defer cleanup()
-	if err := ringAwaitReady(conn); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+	if err := ringAwaitReady(conn, cmd); err != nil {
 		return 0, nil, err
 	}
 	rx := end.Sockets[0].TX
@@ -402,9 +407,7 @@ func ringPhaseWake(o ringOpts, wakeups *uint64) (float64, []int64, error) {
 		return 0, nil, err
 	}
 	defer cleanup()
-	if err := ringAwaitReady(conn); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+	if err := ringAwaitReady(conn, cmd); err != nil {
 		return 0, nil, err
 	}
 	rx := end.Sockets[0].TX
@@ -453,9 +456,7 @@ func ringPhasePingPong(phase string, o ringOpts) (float64, []int64, error) {
 		return 0, nil, err
 	}
 	defer cleanup()
-	if err := ringAwaitReady(conn); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+	if err := ringAwaitReady(conn, cmd); err != nil {
 		return 0, nil, err
 	}
 	out, in := end.Sockets[0].RX, end.Sockets[0].TX
@@ -510,9 +511,7 @@ func ringUDSPhase(phase string, o ringOpts) (float64, []int64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := ringAwaitReady(conn); err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+	if err := ringAwaitReady(conn, cmd); err != nil {
 		return 0, nil, err
 	}
 	var msg [ring.DescSize]byte

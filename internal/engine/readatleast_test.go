@@ -14,22 +14,7 @@ import (
 // receive buffer) is buffered or the stream ended, whatever the timing of
 // the peer's small writes, and loses no byte.
 func TestReadAtLeastWaitsForItsThreshold(t *testing.T) {
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l Link, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:     l,
-			Endpoint: ndp.Config{LocalIP: ip, Seed: seed, RecvBuffer: 64 << 10},
-			Resolver: StaticResolver{ipA: macA, ipB: macB},
-			Mode:     PollAdaptive,
-			Spin:     -1,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := mk(la, ipA, 1), mk(lb, ipB, 2)
+	a, b, _, _ := memPair(t, PollAdaptive, func(c *Config) { c.Endpoint.RecvBuffer, c.Spin = 64<<10, -1 })
 	l, err := b.Listen(9, 0)
 	if err != nil {
 		t.Fatal(err)

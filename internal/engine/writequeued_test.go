@@ -14,21 +14,7 @@ import (
 // frame at a time; per-frame transmits made two packets, a full one and a
 // short one, and a kick per frame).
 func TestWriteQueuedSendsFullPacketsOnPoll(t *testing.T) {
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:         l,
-			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver:     StaticResolver{ipA: macA, ipB: macB},
-			NoBackground: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	snd, rcv := mk(la, ipA, 1), mk(lb, ipB, 2)
+	snd, rcv, _, _ := memPair(t, PollAdaptive, noBackground)
 	l, err := rcv.Listen(7, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -91,21 +77,7 @@ func TestWriteQueuedSendsFullPacketsOnPoll(t *testing.T) {
 // PollDeferTx holds the ACK that a received data frame produces until the
 // next Poll; Poll then sends it.
 func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:         l,
-			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver:     StaticResolver{ipA: macA, ipB: macB},
-			NoBackground: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	snd, rcv := mk(la, ipA, 1), mk(lb, ipB, 2)
+	snd, rcv, _, _ := memPair(t, PollAdaptive, noBackground)
 	if _, err := rcv.Listen(7, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -138,21 +110,7 @@ func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
 // waits nor polls, so an ACK that PollDeferTx held stays held until the
 // caller's next poll (Read polls when it finds nothing, which sent it).
 func TestReadBufferedDoesNotPoll(t *testing.T) {
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l *MemLink, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:         l,
-			Endpoint:     ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver:     StaticResolver{ipA: macA, ipB: macB},
-			NoBackground: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	snd, rcv := mk(la, ipA, 1), mk(lb, ipB, 2)
+	snd, rcv, _, _ := memPair(t, PollAdaptive, noBackground)
 	l, err := rcv.Listen(7, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -216,3 +174,6 @@ func TestReadBufferedDoesNotPoll(t *testing.T) {
 		t.Fatalf("ReadBuffered with nothing buffered polled %d times", p)
 	}
 }
+
+// noBackground is a memPair tweak: the test drives every Poll.
+func noBackground(c *Config) { c.NoBackground = true }
