@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ndpstack/ndpstack/afxdp"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
@@ -48,6 +49,13 @@ import (
 // retransmissions), and the same transfer in ndpsim at the same link rate
 // is printed beside.
 //
+// With --compare xdp each round also measures the raw AF_XDP rate between
+// the same two veth ends (xdp-tx for one second: one core sends MTU-sized
+// UDP packets in 64-frame batches, one core takes them off its RX ring; no
+// protocol, no copies into or out of sockets): the ceiling any AF_XDP stack
+// meets on this host at this packet size, reported as ndp_over_xdp beside
+// ndp_over_tcp.
+//
 // Not root: the same transfer runs on the simulator and says so.
 
 func init() {
@@ -65,6 +73,7 @@ type throughputOpts struct {
 	runs int
 	poll string
 	mode string // "embedded" (ndp embedded, tcp) or "daemon" (ndp through ndpd too)
+	xdp  bool   // --compare xdp: the raw AF_XDP rate each round
 	json bool
 	prof profileFlags
 	fabricFlags
@@ -80,6 +89,7 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	runs := fs.Int("runs", 3, "runs per transport, taking turns")
 	poll := fs.String("poll", "adaptive", "NDP waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	mode := fs.String("mode", "embedded", "embedded (ndp embedded stacks vs kernel TCP) or daemon (also ndp through two ndpd processes, in the same run)")
+	compare := fs.String("compare", "", "xdp: also the raw AF_XDP rate between the same veth ends each round (one second of MTU-sized UDP packets, one core sending, one receiving): the ceiling of any AF_XDP stack here")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fab := registerFabricFlags(fs, "veth", "one veth pair")
 	var prof profileFlags
@@ -90,7 +100,10 @@ func parseThroughputFlags(args []string) (throughputOpts, error) {
 	if fs.NArg() > 0 {
 		return throughputOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, mode: *mode, json: *asJSON, prof: prof}
+	o := throughputOpts{size: int64(size), mtu: *mtu, rate: int64(rate), runs: *runs, poll: *poll, mode: *mode, xdp: *compare == "xdp", json: *asJSON, prof: prof}
+	if *compare != "" && *compare != "xdp" {
+		return throughputOpts{}, fmt.Errorf("--compare %q: want xdp or nothing", *compare)
+	}
 	var err error
 	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
 		return throughputOpts{}, err
@@ -114,6 +127,10 @@ func (o throughputOpts) validate() error {
 		return fmt.Errorf("--mode %q: want embedded or daemon", o.mode)
 	case o.mode == "daemon" && o.on():
 		return errors.New("--mode daemon runs on the veth pair only (not with --fabric switch)")
+	case o.xdp && o.on():
+		return errors.New("--compare xdp runs on the veth pair only (not with --fabric switch)")
+	case o.xdp && o.mtu > maxXDPTxPacket:
+		return fmt.Errorf("--compare xdp: MTU %d does not fit one UMEM frame (at most %d)", o.mtu, maxXDPTxPacket)
 	}
 	return o.fabricFlags.validate()
 }
@@ -132,6 +149,9 @@ type throughputRun struct {
 	// retransmissions.
 	Switch *switchCounters `json:"switch,omitempty"`
 	TCP    *tcpCounters    `json:"tcp,omitempty"`
+	// --compare xdp: the raw AF_XDP measurement behind this run's rate
+	// (Mbps is its received rate; nothing is verified).
+	XDP *xdpTxResult `json:"xdp,omitempty"`
 }
 
 type throughputSummary struct {
@@ -155,8 +175,12 @@ type throughputOutput struct {
 	// NDPOverPullRate is NDP's median goodput over the receiver's
 	// configured pull rate (RateBps): 1 means every pull slot carried a
 	// full payload's worth of the transfer.
-	NDPOverPullRate float64         `json:"ndp_over_pull_rate,omitempty"`
-	Runs            []throughputRun `json:"runs"`
+	NDPOverPullRate float64 `json:"ndp_over_pull_rate,omitempty"`
+	// --compare xdp: NDP's and kernel TCP's median rates over the raw
+	// AF_XDP rate between the same ends.
+	NDPOverXDP float64         `json:"ndp_over_xdp,omitempty"`
+	TCPOverXDP float64         `json:"tcp_over_xdp,omitempty"`
+	Runs       []throughputRun `json:"runs"`
 	// --fabric switch: "switch" and the port rate; Sim is the same transfer
 	// in ndpsim (same link rate, MTU and 8-packet queues) and SimOverSwitch
 	// its rate over NDP's median through the switch.
@@ -346,6 +370,14 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 		}
 		tr.Run = r
 		out.Runs = append(out.Runs, tr)
+		if o.xdp {
+			xr, err := throughputXDP(pair, out.MTU)
+			if err != nil {
+				return out, fmt.Errorf("xdp run %d: %w", r, err)
+			}
+			xr.Run = r
+			out.Runs = append(out.Runs, xr)
+		}
 	}
 	if err := stopProf(); err != nil {
 		return out, err
@@ -360,6 +392,10 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	}
 	if median["ndp"] > 0 && median["ndp-daemon"] > 0 {
 		out.DaemonOverEmbedded = median["ndp-daemon"] / median["ndp"]
+	}
+	if median["xdp"] > 0 {
+		out.NDPOverXDP = median["ndp"] / median["xdp"]
+		out.TCPOverXDP = median["tcp"] / median["xdp"]
 	}
 	if len(out.Summary) > 0 {
 		out.NDPOverPullRate = out.Summary[0].MedianMbps * 1e6 / float64(o.rate)
@@ -520,6 +556,20 @@ type daemons interface {
 // processes), each serving queues 0..queues-1 with its core loops on cpus
 // (a comma-separated list per side), pull pacer at rate bits/s.
 var startNdpds func(pair *testbed.Pair, cpus [2]string, queues int, rate int64) (daemons, error)
+
+// throughputXDP measures the raw AF_XDP rate from pair's A end to its B end
+// with mtu-byte packets for one second (xdp-tx), as UDP payload bytes
+// received.
+func throughputXDP(pair *testbed.Pair, mtu int) (throughputRun, error) {
+	res, err := xdpTx(pair, time.Second, 64, mtu, afxdp.AttachAuto)
+	if err != nil {
+		return throughputRun{}, err
+	}
+	// Goodput, as for the transports: the UDP payload each packet carries.
+	payload := int64(res.PacketBytes - 28)
+	return throughputRun{Transport: "xdp", Seconds: res.DurationS, Mbps: res.ReceivedFPS * float64(payload*8) / 1e6,
+		Bytes: int64(res.ReceivedFrames) * payload, XDP: &res}, nil
+}
 
 func throughputTCP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
 	addr := pair.Veth.B.Addr.Addr().String() + ":9912"

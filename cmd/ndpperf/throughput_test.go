@@ -19,6 +19,9 @@ func TestParseThroughputFlags(t *testing.T) {
 			want: throughputOpts{size: 1 << 30, mtu: 3826, rate: 40e9, runs: 5, poll: "busy", mode: "embedded", json: true}},
 		{args: []string{"--mode", "daemon"}, want: throughputOpts{size: 100e6, rate: 10e9, runs: 3, poll: "adaptive", mode: "daemon"}},
 		{args: []string{"--mode", "kernel"}, wantErr: "--mode"},
+		{args: []string{"--compare", "xdp"}, want: throughputOpts{size: 100e6, rate: 10e9, runs: 3, poll: "adaptive", mode: "embedded", xdp: true}},
+		{args: []string{"--compare", "tcp"}, wantErr: "--compare"},
+		{args: []string{"--compare", "xdp", "--mtu", "9000"}, wantErr: "UMEM frame"},
 		{args: []string{"--size", "0"}, wantErr: "bad size"},
 		{args: []string{"--size", "5GiB"}, wantErr: "--size"},
 		{args: []string{"--mtu", "100"}, wantErr: "--mtu"},
@@ -94,6 +97,28 @@ func TestThroughputTestbed(t *testing.T) {
 		t.Errorf("counters do not account for %d bytes: sender %+v receiver %+v", size, *s, *r)
 	}
 	t.Logf("ndp %.0f Mb/s, tcp %.0f Mb/s; sender %+v; receiver %+v", out.Runs[0].Mbps, out.Runs[1].Mbps, *s, *r)
+}
+
+// TestThroughputCompareXDP adds the raw AF_XDP round: it reports a received
+// rate of its own and the ratios against it.
+func TestThroughputCompareXDP(t *testing.T) {
+	testbed.RequireRoot(t)
+	const size = 2 << 20
+	out, err := throughputTestbed(throughputOpts{size: size, rate: 10e9, runs: 1, poll: "adaptive", xdp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Runs) != 3 || out.Runs[2].Transport != "xdp" {
+		t.Fatalf("runs %+v", out.Runs)
+	}
+	x := out.Runs[2]
+	if x.XDP == nil || x.XDP.ReceivedFrames == 0 || x.Mbps <= 0 || x.Bytes != int64(x.XDP.ReceivedFrames)*(1500-28) {
+		t.Fatalf("xdp run %+v", x)
+	}
+	if out.NDPOverXDP <= 0 || out.TCPOverXDP <= 0 {
+		t.Errorf("ratios ndp/xdp %v tcp/xdp %v", out.NDPOverXDP, out.TCPOverXDP)
+	}
+	t.Logf("ndp %.0f, tcp %.0f, raw AF_XDP %.0f Mb/s", out.Runs[0].Mbps, out.Runs[1].Mbps, x.Mbps)
 }
 
 // TestThroughputSim runs the unprivileged fallback: the simulated transfer

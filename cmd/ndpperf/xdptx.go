@@ -67,7 +67,7 @@ func runXDPTx(args []string) error {
 		return err
 	}
 	defer tb.Close()
-	res, err := xdpTx(pair, *duration, *batch, mode)
+	res, err := xdpTx(pair, *duration, *batch, txPacketBytes, mode)
 	if err != nil {
 		return err
 	}
@@ -82,8 +82,20 @@ func runXDPTx(args []string) error {
 
 const txPacketBytes = 1500
 
-func xdpTx(pair *testbed.Pair, duration time.Duration, batch int, attach afxdp.AttachMode) (xdpTxResult, error) {
+// maxXDPTxPacket is the largest IP packet one 4 KB UMEM frame holds behind
+// the kernel's 256 bytes of XDP headroom and the Ethernet header.
+const maxXDPTxPacket = 4096 - 256 - 14
+
+// xdpTx sends packetBytes-byte IP packets (at most maxXDPTxPacket) from
+// pair's A end for duration and counts what pair's B end receives.
+func xdpTx(pair *testbed.Pair, duration time.Duration, batch, packetBytes int, attach afxdp.AttachMode) (xdpTxResult, error) {
+	if packetBytes < 64 || packetBytes > maxXDPTxPacket {
+		return xdpTxResult{}, fmt.Errorf("xdp-tx: %d-byte packets: want 64..%d (one UMEM frame)", packetBytes, maxXDPTxPacket)
+	}
 	cfg := afxdp.Config{UDPPort: ppXDPPort, NumFrames: 8192, RingSize: 2048, Attach: attach}
+	if 14+packetBytes > afxdp.DefaultFrameSize-256 {
+		cfg.FrameSize = 4096
+	}
 	var pa, pb *afxdp.Port
 	cfg.Interface = pair.Veth.A.Name
 	if err := pair.A.Do(func() (err error) { pa, err = afxdp.Open(cfg); return err }); err != nil {
@@ -101,14 +113,14 @@ func xdpTx(pair *testbed.Pair, duration time.Duration, batch int, attach afxdp.A
 	all := make([]afxdp.Desc, u.NumFrames())
 	n := u.Alloc(all)
 	f := ppFrame(pair, ppXDPPort)
-	payload := make([]byte, txPacketBytes-28)
+	payload := make([]byte, packetBytes-28)
 	for i := range all[:n] {
 		f.Build(u.Buffer(all[i]), payload)
 	}
 	if _, err := u.Release(all[:n]); err != nil {
 		return xdpTxResult{}, err
 	}
-	frameLen := uint32(14 + txPacketBytes)
+	frameLen := uint32(14 + packetBytes)
 
 	cpuTx, cpuRx := cpuPair()
 	var stop atomic.Bool
@@ -184,9 +196,9 @@ func xdpTx(pair *testbed.Pair, duration time.Duration, batch int, attach afxdp.A
 		}
 	}
 	in := pa.Info()
-	bits := float64(txPacketBytes * 8)
+	bits := float64(packetBytes * 8)
 	res := xdpTxResult{
-		PacketBytes: txPacketBytes, DurationS: round2(el), Batch: batch,
+		PacketBytes: packetBytes, DurationS: round2(el), Batch: batch,
 		SentFrames: tx1 - tx0, ReceivedFrames: rx1 - rx0, ReceiverDropped: d1 - d0, TxKicks: k1 - k0,
 		Mode: fmt.Sprintf("zerocopy=%v attach=%v need_wakeup=%v", in.ZeroCopy, in.Attach, in.NeedWakeup),
 	}
