@@ -22,6 +22,14 @@ import "math/bits"
 // An ACK is delayed by at most AckHold, and by at most a pull slot per
 // pulled connection while the pacer keeps its schedule; the sender's RTT
 // samples include the delay, as they include a delayed TCP ACK's.
+//
+// The ACK of a one-packet message (its packet carries LAST: no PULL is
+// coming) is held the same way for the connection's answer: the next DATA
+// frame of c carries it (sendData), as TCP's delayed ACK rides in an RPC's
+// response. A request/response exchange then costs one frame each way
+// instead of two, and in AF_XDP copy mode one transmit kick instead of two
+// on the answering side's critical path. Without an answer within AckHold
+// it leaves as an ACK frame (the timer), as a pulled connection's does.
 
 // holdAck holds an ACK of packet seq for c's next PULL (queueCtl decided
 // AckHold applies).
@@ -63,4 +71,13 @@ func (e *Endpoint) ackHoldDeadline(c *conn) Time {
 		return 0
 	}
 	return c.ackAt + Time(e.cfg.AckHold)
+}
+
+// holdsForAnswer reports whether the ACK of c's packet h, which carries
+// LAST, stays held for c's answer instead of leaving now: h is the one
+// packet whose ACK is held (a one-packet message; a longer one's ACKs leave
+// at once, as before) and ends no stream (a FIN's ACK finishes the peer's
+// connection, which must not wait for an answer that will not come).
+func (e *Endpoint) holdsForAnswer(c *conn, h *Header) bool {
+	return c.ackHeld && c.ackSeq == h.Seq && c.ackMore == 0 && h.Flags&FlagFIN == 0 && !c.closed
 }

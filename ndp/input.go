@@ -235,8 +235,12 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	}
 	if h.Flags&FlagLast != 0 {
 		// the sender has nothing more right now: drop queued pulls, but
-		// keep one for every retransmission still owed
-		e.dropPulls(c)
+		// keep one for every retransmission still owed; the ACK leaves
+		// now unless it waits for the answer (holdsForAnswer)
+		if !e.holdsForAnswer(c, h) {
+			e.releaseAck(c)
+		}
+		e.forgetPulls(c)
 		e.addPulls(c, r.trimmedCount())
 	} else {
 		e.addPulls(c, 1)

@@ -210,7 +210,8 @@ func (e *Endpoint) pollQueue(b []byte, now Time, q *connRing, pulled bool) int {
 // sendData builds one DATA frame for c into b: a retransmission first if
 // one is queued (and the credit allows), else new data.
 // With ack, the frame also carries that queued ACK of the peer's packet
-// (FlagAck, the acknowledged seq in PullCounter; see carryAck).
+// (FlagAck, the acknowledged seq in PullCounter; see carryAck); without,
+// it carries c's held ACK when that acknowledges one packet (holdsForAnswer).
 func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFrame) int {
 	s := &c.snd
 	room := len(b) - HeaderOverhead
@@ -283,6 +284,14 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	}
 	if pulled {
 		flags |= FlagPulled
+	}
+	var held ctlFrame
+	if ack == nil && c.ackHeld && c.ackMore == 0 {
+		// A held ACK of one packet rides in this frame (holdsForAnswer);
+		// the caller rearms c's timer.
+		held.seq, held.pathID = c.ackSeq, c.ackPath
+		ack = &held
+		c.ackHeld = false
 	}
 	hd := Header{
 		Type: TypeData, Flags: flags, SrcPort: c.key.localPort, DstPort: c.key.remotePort,

@@ -106,6 +106,11 @@ func (e *Endpoint) flushPulls(c *conn) {
 // ones it queued (EventDropPulls).
 func (e *Endpoint) dropPulls(c *conn) {
 	e.releaseAck(c) // no PULL is coming for it to ride in
+	e.forgetPulls(c)
+}
+
+// forgetPulls is dropPulls without releasing a held ACK.
+func (e *Endpoint) forgetPulls(c *conn) {
 	c.rcv.owedPulls = 0
 	c.pullsPending = 0
 	// the sender had nothing more: PULLs it gets now find no data and are
