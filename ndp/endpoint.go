@@ -24,7 +24,7 @@ type Endpoint struct {
 	pool      []*conn // free conn objects with their buffers
 	nActive   int
 
-	table     keyTable // connKey -> slot
+	table     keyTable // connKey -> conn slot (>= 0) or time-wait entry (twVal)
 	tw        TimeWait
 	listening []uint64 // bitmap of listened NDP ports
 
@@ -92,8 +92,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		gens:          make([]uint32, 0, cfg.MaxConns),
 		freeSlots:     make([]int32, 0, cfg.MaxConns),
 		pool:          make([]*conn, 0, cfg.MaxConns),
-		table:         newKeyTable(cfg.MaxConns),
-		tw:            newTimeWait(cfg.MaxTimeWait),
+		table:         newKeyTable(cfg.MaxConns + cfg.MaxTimeWait),
 		listening:     make([]uint64, 65536/64),
 		ctl:           ctlQueue{buf: make([]ctlFrame, cfg.ControlQueue)},
 		pullQ:         newConnRing(cfg.MaxConns),
@@ -102,6 +101,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		events:        eventRing{buf: make([]evEntry, 1024)},
 		nextEphemeral: 49152,
 	}
+	e.tw = newTimeWait(cfg.MaxTimeWait, &e.table)
 	e.timers = timerHeap{idx: make([]int32, 0, cfg.MaxConns), conns: &e.conns}
 	e.commodity.zeroPayload = cfg.ZeroPayload
 	return e, nil
@@ -250,10 +250,8 @@ func (e *Endpoint) Dial(remote Addr, opts DialOptions, now Time) (Handle, error)
 			continue
 		}
 		k := connKey{remoteIP: rip, remotePort: remote.Port, localPort: lport, connID: id}
-		if _, tw := e.tw.lookup(k); tw {
-			continue
-		}
-		// The insert is the uniqueness check: one probe sequence.
+		// The insert is the uniqueness check against connections and
+		// time-wait alike: one probe sequence.
 		if !e.table.add(k, c.idx) {
 			if e.table.n >= e.table.max {
 				e.recycle(c)
@@ -469,10 +467,8 @@ func (e *Endpoint) closeConn(c *conn, err error, now Time, reset bool, code Rese
 	if reset {
 		e.queueCtl(c, TypeReset, 0, 0, 0, code)
 	}
-	if c.inTable {
-		e.table.del(c.key)
-		c.inTable = false
-	}
+	// The time-wait entry takes over c's table entry (or makes one).
+	c.inTable = false
 	if e.tw.add(c.key, now+Time(e.cfg.TimeWait), kind, code) {
 		e.stats.TimeWaitEvicted++
 	}

@@ -274,7 +274,7 @@ func relativeToConn(e *Endpoint, fr *Frame, fl []byte) {
 		key.remotePort, key.localPort = h.DstPort, h.SrcPort
 	}
 	idx, ok := e.table.get(key)
-	if !ok {
+	if !ok || idx < 0 {
 		return
 	}
 	c := e.conns[idx]

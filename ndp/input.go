@@ -26,8 +26,8 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 	}
 	key := connKey{remoteIP: binary.BigEndian.Uint32(f.SrcIP[:]), remotePort: h.SrcPort, localPort: h.DstPort, connID: h.ConnID}
 	idx, ok := e.table.get(key)
-	if !ok {
-		return e.handleNoConn(f, key, now)
+	if !ok || idx < 0 {
+		return e.handleNoConn(f, key, idx, ok, now)
 	}
 	c := e.conns[idx]
 	e.heard(c, now)
@@ -92,9 +92,13 @@ func (e *Endpoint) handleProbe(c *conn, h *Header, now Time) {
 //     refused, so the dialer fails fast with ErrConnRefused.
 //   - DATA without SYN, or PULL: RESET (the peer holds state we do not).
 //   - ACK, NACK, RESET: ignored (never answer a RESET).
-func (e *Endpoint) handleNoConn(f *Frame, key connKey, now Time) error {
+//
+// found and v are what the table holds for key: a time-wait entry (v < 0)
+// when found.
+func (e *Endpoint) handleNoConn(f *Frame, key connKey, v int32, found bool, now Time) error {
 	h := &f.Header
-	if tw, ok := e.tw.lookup(key); ok {
+	if found {
+		tw := e.tw.entry(v)
 		e.stats.TimeWaitRejects++
 		switch {
 		case tw.kind == twAborted && (h.Type == TypeData || h.Type == TypePull):
@@ -366,7 +370,7 @@ func (e *Endpoint) handleBounced(f *Frame, now Time) error {
 	}
 	key := connKey{remoteIP: binary.BigEndian.Uint32(f.SrcIP[:]), remotePort: h.DstPort, localPort: h.SrcPort, connID: h.ConnID}
 	idx, ok := e.table.get(key)
-	if !ok {
+	if !ok || idx < 0 { // none, or in time-wait
 		e.stats.UnknownConn++
 		return ErrUnknownConn
 	}

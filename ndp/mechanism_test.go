@@ -2,6 +2,7 @@ package ndp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -391,6 +392,16 @@ func TestTimeWaitRejectsReplay(t *testing.T) {
 	if before.TimeWaitActive != 1 {
 		t.Fatalf("server time-wait entries %d", before.TimeWaitActive)
 	}
+	// the closed connection's table entry became its time-wait entry: one
+	// entry, a ring slot, not a connection slot
+	var syn Frame
+	if err := ParseFrame(firstSyn, &syn); err != nil {
+		t.Fatal(err)
+	}
+	key := connKey{remoteIP: binary.BigEndian.Uint32(syn.SrcIP[:]), remotePort: syn.Header.SrcPort, localPort: syn.Header.DstPort, connID: syn.Header.ConnID}
+	if v, ok := srv.table.get(key); !ok || v >= 0 || srv.table.n != 1 {
+		t.Fatalf("server table: key value %d present %v, %d entries; want one time-wait entry", v, ok, srv.table.n)
+	}
 	err := srv.HandleFrame(firstSyn, n.now+us)
 	if !errors.Is(err, ErrTimeWait) {
 		t.Fatalf("replayed SYN: %v", err)
@@ -419,8 +430,8 @@ func TestTimeWaitRejectsReplay(t *testing.T) {
 	}
 	// after time-wait expires the entry is gone
 	srv.HandleTimers(n.now + Time(srv.cfg.TimeWait) + ms)
-	if srv.Stats().TimeWaitActive != 0 {
-		t.Fatal("time-wait did not expire")
+	if srv.Stats().TimeWaitActive != 0 || srv.table.n != 0 {
+		t.Fatalf("time-wait did not expire: %d entries, %d in the table", srv.Stats().TimeWaitActive, srv.table.n)
 	}
 }
 

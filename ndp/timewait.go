@@ -16,13 +16,17 @@ const (
 // TimeWait remembers finished connections for Config.TimeWait so that a
 // replayed or duplicated first-RTT packet cannot open a connection twice
 // (at-most-once, paper section 3.2.2). Entries are kept in a FIFO ring in
-// expiry order (the duration is constant) and indexed by a keyTable. When
-// the ring is full the oldest entry is evicted early and counted.
+// expiry order (the duration is constant) and indexed by the Endpoint's
+// connection table, where a key maps to either its connection's slot or
+// its time-wait ring slot (twVal): one probe per received frame and per
+// Dial finds both, and a closing connection's entry turns into its
+// time-wait entry in place. When the ring is full the oldest entry is
+// evicted early and counted.
 type TimeWait struct {
 	ring  []twEntry
 	head  int // oldest
 	n     int
-	index keyTable // key -> ring slot
+	index *keyTable // the Endpoint's table: key -> twVal(ring slot)
 }
 
 type twEntry struct {
@@ -32,20 +36,20 @@ type twEntry struct {
 	code    ResetCode
 }
 
-func newTimeWait(capacity int) TimeWait {
-	return TimeWait{ring: make([]twEntry, capacity), index: newKeyTable(capacity)}
+func newTimeWait(capacity int, index *keyTable) TimeWait {
+	return TimeWait{ring: make([]twEntry, capacity), index: index}
 }
 
-func (tw *TimeWait) lookup(k connKey) (*twEntry, bool) {
-	i, ok := tw.index.get(k)
-	if !ok {
-		return nil, false
-	}
-	return &tw.ring[i], true
-}
+// twVal is the table value of time-wait ring slot i: negative, where a
+// connection's slot is not.
+func twVal(i int) int32 { return ^int32(i) }
 
-// add records k until expires; it returns true if an older entry had to be
-// evicted to make room.
+// entry returns the time-wait entry of table value v (v < 0).
+func (tw *TimeWait) entry(v int32) *twEntry { return &tw.ring[^v] }
+
+// add records k until expires, replacing k's connection in the table if it
+// is there; it returns true if an older entry had to be evicted to make
+// room.
 func (tw *TimeWait) add(k connKey, expires Time, kind timeWaitKind, code ResetCode) (evicted bool) {
 	if tw.n == len(tw.ring) {
 		tw.popOldest()
@@ -54,14 +58,14 @@ func (tw *TimeWait) add(k connKey, expires Time, kind timeWaitKind, code ResetCo
 	slot := (tw.head + tw.n) % len(tw.ring)
 	tw.ring[slot] = twEntry{key: k, expires: expires, kind: kind, code: code}
 	tw.n++
-	tw.index.put(k, int32(slot))
+	tw.index.put(k, twVal(slot))
 	return evicted
 }
 
 func (tw *TimeWait) popOldest() {
-	// The index maps the key to this slot unless a later entry of the
-	// same key took it over.
-	tw.index.delIf(tw.ring[tw.head].key, int32(tw.head), true)
+	// The table maps the key to this slot unless a connection or a later
+	// entry of the same key took it over.
+	tw.index.delIf(tw.ring[tw.head].key, twVal(tw.head), true)
 	tw.head = (tw.head + 1) % len(tw.ring)
 	tw.n--
 }
