@@ -1,5 +1,7 @@
 package ndp
 
+import "math/bits"
+
 // rng is a small deterministic PRNG (splitmix64). The Endpoint owns one,
 // seeded from Config.Seed, so runs are reproducible in the simulator.
 type rng struct{ s uint64 }
@@ -15,18 +17,6 @@ func (r *rng) next() uint64 {
 // intn returns a value in [0, n) for n > 0 (Lemire's multiply-shift; the
 // tiny bias is irrelevant for path permutations).
 func (r *rng) intn(n int) int {
-	hi, _ := mul64(r.next(), uint64(n))
+	hi, _ := bits.Mul64(r.next(), uint64(n))
 	return int(hi)
-}
-
-func mul64(a, b uint64) (hi, lo uint64) {
-	const mask32 = 1<<32 - 1
-	a0, a1 := a&mask32, a>>32
-	b0, b1 := b&mask32, b>>32
-	w0 := a0 * b0
-	t := a1*b0 + w0>>32
-	w1 := t&mask32 + a0*b1
-	hi = a1*b1 + t>>32 + w1>>32
-	lo = a * b
-	return
 }

@@ -22,6 +22,10 @@ type Scoreboard struct {
 	losses []uint32
 	excl   []Time  // excluded until (0 = active)
 	order  []uint8 // scratch for repermute: sampled active paths by NACK ratio
+	// clean: no path has a count or an exclusion since the reset, so a
+	// round is every path shuffled (a new connection's first permutation
+	// skips the scoring; the same rng draws, so the same order).
+	clean bool
 
 	excludeFor Time
 }
@@ -46,7 +50,7 @@ func newScoreboard(paths int, excludeFor Time) Scoreboard {
 		n:          paths, perm: make([]uint8, paths),
 		acks: make([]uint32, paths), nacks: make([]uint32, paths),
 		losses: make([]uint32, paths), excl: make([]Time, paths),
-		order: make([]uint8, paths),
+		order: make([]uint8, paths), clean: true,
 	}
 }
 
@@ -54,12 +58,13 @@ func (s *Scoreboard) reset() {
 	for i := 0; i < s.n; i++ {
 		s.acks[i], s.nacks[i], s.losses[i], s.excl[i] = 0, 0, 0, 0
 	}
-	s.plen, s.pos = 0, 0
+	s.plen, s.pos, s.clean = 0, 0, true
 }
 
 func (s *Scoreboard) ack(p uint16) {
 	if int(p) < s.n {
 		s.acks[p]++
+		s.clean = false
 		s.decay(p)
 	}
 }
@@ -67,6 +72,7 @@ func (s *Scoreboard) ack(p uint16) {
 func (s *Scoreboard) nack(p uint16) {
 	if int(p) < s.n {
 		s.nacks[p]++
+		s.clean = false
 		s.decay(p)
 	}
 }
@@ -74,6 +80,7 @@ func (s *Scoreboard) nack(p uint16) {
 func (s *Scoreboard) loss(p uint16) {
 	if int(p) < s.n {
 		s.losses[p]++
+		s.clean = false
 	}
 }
 
@@ -113,6 +120,14 @@ func (s *Scoreboard) next(r *rng, avoid int, now Time, excluded *uint64) uint16 
 // repermute builds a new round: drop outliers, shuffle the rest. It returns
 // the number of paths newly excluded.
 func (s *Scoreboard) repermute(r *rng, now Time) int {
+	if s.clean {
+		s.plen = s.n
+		for i := 0; i < s.n; i++ {
+			s.perm[i] = uint8(i)
+		}
+		s.shuffle(r)
+		return 0
+	}
 	for i := 0; i < s.n; i++ {
 		if s.excl[i] != 0 && now >= s.excl[i] { // rejoin with a clean record
 			s.excl[i] = 0
@@ -226,12 +241,17 @@ func (s *Scoreboard) repermute(r *rng, now Time) int {
 			s.plen++
 		}
 	}
+	s.shuffle(r)
+	return newly
+}
+
+// shuffle puts the round's plen paths in random order and starts the round.
+func (s *Scoreboard) shuffle(r *rng) {
 	for i := s.plen - 1; i > 0; i-- {
 		j := r.intn(i + 1)
 		s.perm[i], s.perm[j] = s.perm[j], s.perm[i]
 	}
 	s.pos = 0
-	return newly
 }
 
 // Excluded reports whether path p is currently left out.

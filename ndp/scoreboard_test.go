@@ -171,3 +171,34 @@ func TestScoreboardExcludesFailedHalf(t *testing.T) {
 		t.Fatalf("a silent peer: %d exclusions, want 0 (no path delivers)", excluded)
 	}
 }
+
+// TestScoreboardCleanRound: a scoreboard with no counts (a new or reset
+// connection's) skips the scoring, and its rounds are the ones the scoring
+// gives for the same rng draws; the first ACK ends the shortcut.
+func TestScoreboardCleanRound(t *testing.T) {
+	const excludeFor = 1000
+	for seed := uint64(1); seed <= 200; seed++ {
+		clean, scored := newScoreboard(8, excludeFor), newScoreboard(8, excludeFor)
+		scored.clean = false // all counts zero: the full scoring, nothing excluded
+		rc, rs := rng{s: seed}, rng{s: seed}
+		var ec, es uint64
+		for i := range 3 * 8 {
+			pc, ps := clean.next(&rc, -1, Time(i), &ec), scored.next(&rs, -1, Time(i), &es)
+			if pc != ps {
+				t.Fatalf("seed %d packet %d: clean round path %d, scored %d", seed, i, pc, ps)
+			}
+		}
+		if rc != rs || ec != 0 || es != 0 {
+			t.Fatalf("seed %d: rng %v / %v, exclusions %d / %d", seed, rc, rs, ec, es)
+		}
+	}
+	sb := newScoreboard(8, excludeFor)
+	sb.ack(3)
+	if sb.clean {
+		t.Fatal("clean after an ACK")
+	}
+	sb.reset()
+	if !sb.clean {
+		t.Fatal("not clean after reset")
+	}
+}
