@@ -297,6 +297,17 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 		if d.state == pktInflight || d.state == pktRtxQueued {
 			// Karn's rule, told apart by path (pktDesc.rttSample, rtt.go)
 			if m, spurious, ok := d.rttSample(h, now); ok {
+				if at := now - m; m >= 0 && at > s.rackSent {
+					s.rackSent = at
+					if s.holdUntil != 0 && at >= s.heldAt {
+						// the resend (or a later copy) arrived: the
+						// held packets, older, are lost now
+						s.holdUntil = 0
+						if s.rtoAt != 0 {
+							s.rtoAt = min(s.rtoAt, now)
+						}
+					}
+				}
 				e.rttSample(c, m, now, spurious)
 				if spurious {
 					e.stats.SpuriousRTOs++

@@ -254,16 +254,26 @@ func TestRTTKarn(t *testing.T) {
 	if r := rttOf(t, a, h); r.Samples != 1 || r.SRTT != 200*time.Microsecond {
 		t.Fatalf("after the first ACK: %+v", r)
 	}
-	// the other two ACKs are late: the RTO (base 1ms, clamped) declares both lost
+	// the other two ACKs are late: the RTO (base 1ms, clamped) declares
+	// packet 1 lost; packet 2, as silent (nothing sent after it arrived),
+	// waits a round (sender.rackSent)
 	at, _ := a.NextTimer()
 	a.HandleTimers(at)
-	if st := a.Stats(); st.RTOFires != 2 {
+	if st := a.Stats(); st.RTOFires != 1 {
 		t.Fatalf("RTO fires %d", st.RTOFires)
 	}
 	// ACK of packet 1 before its retransmission left: valid sample, spurious RTO
 	deliver(t, a, at+us, acks[1])
 	if r, st := rttOf(t, a, h), a.Stats(); r.Samples != 2 || st.SpuriousRTOs != 1 || r.Backoff != 0 {
 		t.Fatalf("ACK of a declared-lost, unsent packet: %+v, spurious %d", r, st.SpuriousRTOs)
+	}
+	if out := poll(t, a, at+us, true); len(out) != 0 {
+		t.Fatalf("sent %d frames with packet 2 held", len(out))
+	}
+	at, _ = a.NextTimer()
+	a.HandleTimers(at)
+	if st := a.Stats(); st.RTOFires != 2 {
+		t.Fatalf("RTO fires %d after the hold", st.RTOFires)
 	}
 	// packet 2 is resent on another path; the late ACK of its first copy echoes
 	// the first copy's path: a sample timed from the first send, spurious RTO
@@ -277,7 +287,7 @@ func TestRTTKarn(t *testing.T) {
 
 	// NACK-asked retransmission: the trimmed first copy cannot be ACKed, so the
 	// retransmission's ACK is a sample, timed from the retransmission
-	now := 2 * ms
+	now := at + ms
 	a.Write(h, pattern(4, 2*a.MSS()), now)
 	rs = poll(t, a, now, true)
 	if len(rs) != 2 {
@@ -861,5 +871,104 @@ func TestInitialRTO(t *testing.T) {
 	h2, _ := a.Dial(addrOf(b, 80), DialOptions{}, Time(irto)+2*ms)
 	if r := rttOf(t, a, h2); !r.Seeded || r.SRTT == 0 {
 		t.Fatalf("seeded connection: %+v", r)
+	}
+}
+
+// A flight whose peer says nothing (a receiver descheduled for longer than
+// the RTO) is not resent whole: the RTO resends its oldest packet and holds
+// the rest one more RTO (sender.rackSent). When the peer answers, only what
+// it really lacks is resent, and within that hold.
+func TestRTOSilentFlight(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 30*a.MSS(), DialOptions{})
+	rs := ofType(poll(t, a, 0, true), TypeData)
+	if len(rs) != 30 {
+		t.Fatalf("%d DATA frames, want 30", len(rs))
+	}
+	at, _ := a.NextTimer()
+	a.HandleTimers(at)
+	if n := a.Stats().RTOFires; n != 1 {
+		t.Fatalf("silent peer: %d RTO fires at %v, want 1", n, time.Duration(at))
+	}
+	out := ofType(poll(t, a, at, true), TypeData)
+	if len(out) != 1 || out[0].f.Header.Seq != rs[0].f.Header.Seq {
+		t.Fatalf("silent peer: resent %d frames, want the oldest alone", len(out))
+	}
+	// The peer wakes and takes the flight, all but packet 20 (lost); its
+	// ACKs show it alive but say nothing of packet 20 (sent with the rest).
+	const lost = 20
+	wake := at + 500*us
+	deliver(t, b, wake, append(append([]rec(nil), rs[:lost]...), rs[lost+1:]...)...)
+	deliver(t, a, wake+10*us, ofType(poll(t, b, wake, true), TypeAck)...)
+	// The hold lasts one RTO backed off once; the packet's own deadline
+	// follows the RTO, which the late ACKs (1.5 ms) have raised.
+	limit := max(at+2*ms, Time(rttOf(t, a, h).RTO))
+	var hold Time
+	for a.Stats().RTOFires == 1 {
+		hold, _ = a.NextTimer()
+		if hold > limit {
+			t.Fatalf("the held packet waits until %v, beyond %v", time.Duration(hold), time.Duration(limit))
+		}
+		a.HandleTimers(hold)
+	}
+	if n := a.Stats().RTOFires; n != 2 {
+		t.Fatalf("%d RTO fires after the hold, want 2", n)
+	}
+	out = ofType(poll(t, a, hold, true), TypeData)
+	if len(out) != 1 || out[0].f.Header.Seq != rs[lost].f.Header.Seq {
+		t.Fatalf("after the hold: resent %d frames, want packet %d alone", len(out), lost)
+	}
+}
+
+// A packet lost while packets sent after it arrive is declared lost at its
+// own RTO, with no hold: a later copy got through (RACK's rule).
+func TestRTOLossBehindArrivals(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	h, _ := dialWrite(t, a, b, 15*a.MSS(), DialOptions{})
+	rs := ofType(poll(t, a, 0, true), TypeData)
+	a.Write(h, pattern(5, 15*a.MSS()), 10*us)
+	rs = append(rs, ofType(poll(t, a, 10*us, true), TypeData)...)
+	if len(rs) != 30 {
+		t.Fatalf("%d DATA frames, want 30", len(rs))
+	}
+	const lost = 5 // sent at 0; packets sent at 10 µs arrive
+	deliver(t, b, 50*us, append(append([]rec(nil), rs[:lost]...), rs[lost+1:]...)...)
+	deliver(t, a, 100*us, ofType(poll(t, b, 50*us, true), TypeAck)...)
+	at, _ := a.NextTimer()
+	if want := Time(a.cfg.RTO); at != want {
+		t.Fatalf("next timer %v, want the lost packet's RTO %v", time.Duration(at), time.Duration(want))
+	}
+	a.HandleTimers(at)
+	if n := a.Stats().RTOFires; n != 1 {
+		t.Fatalf("%d RTO fires, want 1", n)
+	}
+	out := ofType(poll(t, a, at, true), TypeData)
+	if len(out) != 1 || out[0].f.Header.Seq != rs[lost].f.Header.Seq {
+		t.Fatalf("resent %d frames, want packet %d", len(out), lost)
+	}
+}
+
+// A flight lost whole (a link down for a while): the RTO resends the oldest
+// packet; its ACK shows the peer alive and the rest of the flight, sent
+// before it, lost: they are resent at once, not after the hold.
+func TestRTOSilentFlightLost(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	dialWrite(t, a, b, 30*a.MSS(), DialOptions{})
+	rs := ofType(poll(t, a, 0, true), TypeData)
+	at, _ := a.NextTimer()
+	a.HandleTimers(at)
+	out := ofType(poll(t, a, at, true), TypeData)
+	if n := a.Stats().RTOFires; n != 1 || len(out) != 1 {
+		t.Fatalf("%d RTO fires, %d frames resent, want 1 and 1", n, len(out))
+	}
+	back := at + 100*us
+	deliver(t, b, at+50*us, out...)
+	deliver(t, a, back, ofType(poll(t, b, at+50*us, true), TypeAck)...)
+	if next, ok := a.NextTimer(); !ok || next > back {
+		t.Fatalf("next timer %v after the resend's ACK at %v", time.Duration(next), time.Duration(back))
+	}
+	a.HandleTimers(back)
+	if n := a.Stats().RTOFires; n != uint64(len(rs)) {
+		t.Fatalf("%d RTO fires after the resend's ACK, want %d", n, len(rs))
 	}
 }

@@ -147,11 +147,30 @@ type sender struct {
 	firstSent     int
 	firstBounced  int
 
-	rtt          rttState // RTT estimate, base RTO, backoff (rtt.go)
-	rtoAt        Time     // earliest RTO deadline (0 = none)
-	rtoStreak    int      // timeout rounds without feedback (timeoutRound)
-	roundAt      Time     // when the last timeout round was counted
-	lastActivity Time     // last feedback from the peer or own transmission
+	rtt   rttState // RTT estimate, base RTO, backoff (rtt.go)
+	rtoAt Time     // earliest RTO deadline (0 = none)
+	// rackSent is when the latest-sent copy known to have arrived was sent
+	// (the send time its ACK's RTT sample names, Karn's rule). A packet in
+	// flight sent at or after it is silent: nothing sent as late has
+	// arrived, so its missing ACK shows no loss, only that the peer has not
+	// answered yet (a receiver descheduled, or still working through the
+	// window ahead of the packet). A packet sent before it is lost if its
+	// RTO expires: something later got through (RACK's rule, RFC 8985). The
+	// RTO declares every expired packet of the second kind lost, but only
+	// the oldest silent one: resent, it asks the peer; the rest of the
+	// silent flight waits until holdUntil, one more (backed-off) RTO, or
+	// until a copy sent at or after heldAt (the resend) is ACKed, which
+	// makes them lost at once (they are then older than rackSent). RFC 6298
+	// resends only the oldest segment at an RTO for the same reason. Before,
+	// a receiver descheduled for longer than the RTO had its whole flight
+	// (up to 93 packets) resent unsolicited for nothing, into a receiver
+	// that was already behind (docs/datapath.md).
+	rackSent     Time
+	holdUntil    Time // silent packets are not declared lost before this
+	heldAt       Time // when the current hold began (the oldest silent packet's resend)
+	rtoStreak    int  // timeout rounds without feedback (timeoutRound)
+	roundAt      Time // when the last timeout round was counted
+	lastActivity Time // last feedback from the peer or own transmission
 }
 
 func newSender(cfg *Config, prealloc bool) sender {

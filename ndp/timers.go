@@ -35,34 +35,61 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 	s := &c.snd
 	rto := e.rto(c)
 	if s.rtoAt != 0 && now >= s.rtoAt {
-		lost := 0
-		earliest := Time(-1)
+		// A packet is silent when nothing sent at or after it is known to
+		// have arrived (sentAt >= rackSent): of the silent packets due, only
+		// the oldest is declared lost; the rest wait (holdUntil). See
+		// sender.rackSent.
+		silentRule := !e.cfg.FixedRTO
+		lost, resentSilent, holding := 0, false, false
+		earliest := Time(-1) // the next deadline
 		for seq := s.una; seq != s.nxtSeq; seq++ {
 			d := s.desc(seq)
 			if d.state != pktInflight {
 				continue
 			}
-			if d.sentAt+rto <= now {
-				d.rtoLost = true
-				s.queueRtx(seq)
-				if !c.probing {
-					// probing: the packet waits for a PULL; the silence
-					// is no path's fault
-					s.markUrgent(seq)
-					c.paths.loss(d.path)
-				}
-				lost++
-			} else if earliest < 0 || d.sentAt < earliest {
-				earliest = d.sentAt
+			at := d.sentAt + rto
+			silent := silentRule && d.sentAt >= s.rackSent
+			if silent {
+				at = max(at, s.holdUntil)
 			}
-		}
-		s.rtoAt = 0
-		if earliest >= 0 {
-			s.rtoAt = earliest + rto
+			if at > now {
+				if earliest < 0 || at < earliest {
+					earliest = at
+				}
+				continue
+			}
+			if silent && resentSilent {
+				holding = true
+				continue
+			}
+			d.rtoLost = true
+			s.queueRtx(seq)
+			if !c.probing {
+				// probing: the packet waits for a PULL; the silence
+				// is no path's fault
+				s.markUrgent(seq)
+				if !silent {
+					c.paths.loss(d.path) // a later packet took another path and arrived
+				}
+			}
+			lost++
+			resentSilent = resentSilent || silent
 		}
 		if lost > 0 {
 			e.stats.RTOFires += uint64(lost)
 			e.timeoutRound(c, now)
+		}
+		if holding {
+			// the rest of the silent flight waits one more (backed-off)
+			// RTO, or until the resend is ACKed (sndAck)
+			s.holdUntil, s.heldAt = now+e.rto(c), now
+			if earliest < 0 || s.holdUntil < earliest {
+				earliest = s.holdUntil
+			}
+		}
+		s.rtoAt = 0
+		if earliest >= 0 {
+			s.rtoAt = earliest
 		}
 	}
 	if !c.probing && e.stalled(c) && now >= s.lastActivity+e.stallTimeout(c) {
