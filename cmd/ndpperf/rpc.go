@@ -899,15 +899,22 @@ func (t *tcpRPC) echoPersistent(i int, stop *atomic.Bool) error {
 	return nil
 }
 
-// echoEach runs serve(0..k-1), each on its own goroutine past the first
-// (which runs on the caller's pinned thread), and returns the first error.
+// echoEach runs serve(0..k-1) and returns the first error. One server
+// runs on the caller's pinned thread; several run on goroutines of their
+// own, as a Go service's connections do, none locked to a thread: a
+// goroutine locked to its thread hands its P over to that thread every
+// time it is scheduled (a futex wake and a sleep per turn), and a
+// spinning waiter is scheduled on every poll.
 func echoEach(k int, serve func(i int) error) error {
+	if k == 1 {
+		return serve(0)
+	}
 	errs := make(chan error, k)
-	for i := 1; i < k; i++ {
+	for i := 0; i < k; i++ {
 		go func() { errs <- serve(i) }()
 	}
-	err := serve(0)
-	for i := 1; i < k; i++ {
+	var err error
+	for i := 0; i < k; i++ {
 		if e := <-errs; err == nil {
 			err = e
 		}
