@@ -190,7 +190,10 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 	if trimmed {
 		e.stats.TrimmedIn++
 		e.queueCtl(c, TypeNack, h.Seq, 0, h.PathID, 0)
-		if r.markTrimmed(h.Seq) {
+		// A pulled packet trimmed again earns a pull as the first trim did,
+		// or each re-trim takes one pull out of the loop for good; one the
+		// buffer refused does not (docs/decisions.md).
+		if r.markTrimmed(h.Seq) || h.Flags&FlagPulled != 0 && !r.noBuf.has(h.Seq) {
 			e.addPulls(c, 1)
 		} else if c.pullsPending+c.pullsHanded+r.owedPulls == 0 {
 			// a repeated header (e.g. the sender's stall probe) while no

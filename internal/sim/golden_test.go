@@ -125,7 +125,7 @@ func TestGoldenResults(t *testing.T) {
 		{"fattree k4 permutation path", "b83b77015cb935164e3011eb", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "4b82e675f28a62b885652430", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "56f3ed0a184e8901e1353fb0", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash, bytes)
 		}},
 		{"fattree k4 permutation random", "82702211b9058f8522003b7c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
