@@ -122,6 +122,9 @@ type lsLink struct {
 	Bytes   uint64 `json:"bytes"`
 	Trimmed uint64 `json:"ndp_trimmed"`
 	Drops   uint64 `json:"tcp_drops"`
+	// LostMs is the link time the switch lost with frames queued (passes
+	// late by more than its catch-up; softswitch.PortStats.LostNs).
+	LostMs float64 `json:"lost_ms,omitempty"`
 }
 
 // lsPort is a host-facing port's counters over a run.
@@ -135,6 +138,7 @@ type lsPort struct {
 	MaxData   int     `json:"max_data_frames"`
 	MaxOther  int     `json:"max_other_frames"`
 	MeanAhead float64 `json:"mean_data_ahead"`
+	LostMs    float64 `json:"lost_ms,omitempty"`
 }
 
 type lsRun struct {
@@ -156,6 +160,9 @@ type lsRun struct {
 	TCP *tcpCounters `json:"tcp_counters,omitempty"`
 	// The switch thread's CPU time over the run.
 	SwitchCPUSeconds float64 `json:"switch_cpu_seconds"`
+	// ProcessCPUSeconds is this process's CPU time over the run (every
+	// thread: the stacks, their waiters, the switch).
+	ProcessCPUSeconds float64 `json:"process_cpu_seconds,omitempty"`
 }
 
 type lsSummary struct {
@@ -363,6 +370,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 	got := make([]received, n)
 	sendErr := make([]error, n)
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	start := time.Now()
 	for i := range star.Hosts {
 		wg.Add(2)
@@ -385,6 +393,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		}()
 	}
 	wg.Wait()
+	run.ProcessCPUSeconds = (processCPU() - cpu0).Seconds()
 	if err := errors.Join(sendErr...); err != nil {
 		return run, err
 	}
@@ -401,11 +410,11 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 	}
 	for _, p := range d.Ports {
 		if strings.Contains(p.Name, ">") {
-			run.Links = append(run.Links, lsLink{Name: p.Name, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Bytes: p.TxBytes, Trimmed: p.NDP.Trimmed, Drops: p.OtherDrops})
+			run.Links = append(run.Links, lsLink{Name: p.Name, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Bytes: p.TxBytes, Trimmed: p.NDP.Trimmed, Drops: p.OtherDrops, LostMs: float64(p.LostNs) / 1e6})
 			continue
 		}
 		hp := lsPort{Name: p.Name, NIC: p.NIC, Offered: p.NDP.Arrivals + p.OtherArrivals, Frames: p.TxFrames, Trimmed: p.NDP.Trimmed,
-			Drops: p.NDP.Dropped + p.OtherDrops, MaxData: p.NDP.MaxDataDepth, MaxOther: p.OtherMaxDepth}
+			Drops: p.NDP.Dropped + p.OtherDrops, MaxData: p.NDP.MaxDataDepth, MaxOther: p.OtherMaxDepth, LostMs: float64(p.LostNs) / 1e6}
 		if p.NDP.Arrivals > 0 {
 			hp.MeanAhead = float64(p.NDPDataAhead) / float64(p.NDP.Arrivals)
 		}
@@ -476,14 +485,14 @@ func printLeafSpine(out leafSpineOutput) {
 			fmt.Printf("  %d->%d %.0f Mb/s (%.2f)", f.From, f.To, f.Mbps, f.Fraction)
 		}
 		fmt.Println()
-		fmt.Printf("  spine links (offered/frames/bytes/trimmed/tcp drops):")
+		fmt.Printf("  spine links (offered/frames/bytes/trimmed/tcp drops/lost ms):")
 		for _, l := range r.Links {
-			fmt.Printf("  %s %d/%d/%d/%d/%d", l.Name, l.Offered, l.Frames, l.Bytes, l.Trimmed, l.Drops)
+			fmt.Printf("  %s %d/%d/%d/%d/%d/%.1f", l.Name, l.Offered, l.Frames, l.Bytes, l.Trimmed, l.Drops, l.LostMs)
 		}
-		fmt.Printf("\n  switch CPU %.2f s\n", r.SwitchCPUSeconds)
+		fmt.Printf("\n  switch CPU %.2f s, process CPU %.2f s\n", r.SwitchCPUSeconds, r.ProcessCPUSeconds)
 		for _, p := range r.HostPorts {
-			fmt.Printf("  %s: offered %d, frames %d, trimmed %d, drops %d, max data %d, max other %d, mean data ahead %.2f\n",
-				p.Name, p.Offered, p.Frames, p.Trimmed, p.Drops, p.MaxData, p.MaxOther, p.MeanAhead)
+			fmt.Printf("  %s: offered %d, frames %d, trimmed %d, drops %d, max data %d, max other %d, mean data ahead %.2f, link time lost %.1f ms\n",
+				p.Name, p.Offered, p.Frames, p.Trimmed, p.Drops, p.MaxData, p.MaxOther, p.MeanAhead, p.LostMs)
 		}
 		if r.Transport == "ndp" {
 			fmt.Printf("  paths excluded %d, nacks %d, retransmits %d\n", r.PathsExcluded, r.NacksIn, r.Retransmits)

@@ -97,7 +97,13 @@ type Config struct {
 	// CatchUp is how much emulated link time a pass that runs late (the switch
 	// thread was not scheduled) may make up by sending a burst: a port whose link
 	// would have been busy all along loses no capacity to a stall shorter than
-	// CatchUp. Zero means 500 µs.
+	// CatchUp, and a frame queued at a link crosses it at its emulated time.
+	// Beyond CatchUp the link's clock jumps to the pass's time less CatchUp
+	// (PortStats.LostNs counts what it skipped). Zero means 20 ms: on a loaded
+	// 2-CPU machine the thread's wakeups run late by milliseconds, and with
+	// the former 500 µs (less than one 3,500-byte frame at 50 Mb/s) every hop
+	// of a leaf-spine fabric added its pass's lateness to each frame's
+	// crossing (docs/datapath.md, "The leaf-spine permutation").
 	CatchUp time.Duration
 	// Spin is how long the loop keeps polling after its last frame before it sleeps
 	// in ppoll(2). Zero means 20 µs; negative means never spin.
@@ -186,7 +192,7 @@ func (c *Config) populate() {
 		c.Horizon = c.Tick + 20*time.Microsecond
 	}
 	if c.CatchUp == 0 {
-		c.CatchUp = 500 * time.Microsecond
+		c.CatchUp = 20 * time.Millisecond
 	}
 	if c.Spin == 0 {
 		c.Spin = 20 * time.Microsecond

@@ -41,6 +41,10 @@ type PortStats struct {
 	// NIC marks a host's emulated link into the switch (Config.HostQueue): every
 	// frame, NDP or not, passes its drop-tail queue (the Other counters).
 	NIC bool `json:"nic,omitempty"`
+	// LostNs is the emulated link time the port lost with frames queued: a
+	// pass that ran late by more than Config.CatchUp makes up CatchUp and no
+	// more, so a backlogged link sends less than its rate over the stall.
+	LostNs uint64 `json:"lost_ns,omitempty"`
 }
 
 // Stats are the switch's counters.
@@ -104,6 +108,7 @@ func (s Stats) Sub(old Stats) Stats {
 		p.TxFrames -= o.TxFrames
 		p.TxBytes -= o.TxBytes
 		p.TxDropped -= o.TxDropped
+		p.LostNs -= o.LostNs
 	}
 	return d
 }
@@ -139,6 +144,13 @@ type outPort struct {
 	sent [][]byte
 	down bool
 	st   PortStats
+}
+
+// lose moves a backlogged port's link clock forward to t, counting the link
+// time it could not make up (PortStats.LostNs).
+func (o *outPort) lose(t ndp.Time) {
+	o.st.LostNs += uint64(t - o.next)
+	o.next = t
 }
 
 func (o *outPort) empty() bool { return o.ndp.Empty() && o.other.len() == 0 && o.prio.len() == 0 }
@@ -568,8 +580,8 @@ func (c *core) departDue(o *outPort, t ndp.Time) {
 // until, advancing its clock by each frame's serialisation time; at arrives
 // the link to at most CatchUp of link time behind at.
 func (c *core) popUntil(o *outPort, at, until ndp.Time, out [][]byte) [][]byte {
-	if o.next < at-c.maxLag {
-		o.next = at - c.maxLag // a late pass makes up at most CatchUp of link time
+	if o.next < at-c.maxLag && !o.empty() {
+		o.lose(at - c.maxLag) // a late pass makes up at most CatchUp of link time
 	}
 	for o.next <= until {
 		f, ok := c.pop(o)
@@ -586,40 +598,51 @@ func (c *core) popUntil(o *outPort, at, until ndp.Time, out [][]byte) [][]byte {
 // transmission starts and hands it to the far switch, stamped with the time
 // the transmission ends, once now reaches that time (store and forward); the
 // far switch switches it at once, so it may go on over another internal link
-// in the same call. It reports whether it moved any.
+// in the same call. The links take these steps in emulated-time order, the
+// earliest first, whichever link it is on: after a late pass (the thread was
+// not scheduled) a link that makes up its backlog hands its frames on
+// interleaved with the other links' as they would have arrived, not each
+// link's whole backlog after the previous link's (a downlink fed by two spine
+// links then saw one spine's burst before the other's earlier frames, held
+// more frames than it ever would have, and trimmed). It reports whether it
+// moved any.
 func (c *core) carry(now ndp.Time) bool {
 	moved := false
-	for again := true; again; {
-		again = false
+	for {
+		next, at := -1, ndp.Time(0)
 		for p := c.external; p < len(c.ports); p++ {
 			o := c.ports[p]
-			for {
-				if o.flight != nil {
-					if o.flightAt > now {
-						break
-					}
-					f := o.flight
-					o.flight = nil
-					o.st.TxFrames++
-					o.st.TxBytes += uint64(len(f))
-					c.route(o.peer, o.via, f, o.flightAt)
-					again, moved = true, true
-				}
-				if o.empty() {
-					break
-				}
+			var t ndp.Time
+			switch {
+			case o.flight != nil:
+				t = o.flightAt
+			case o.empty():
+				continue
+			default:
 				if o.next < now-c.maxLag {
-					o.next = now - c.maxLag
+					o.lose(now - c.maxLag)
 				}
-				if o.next > now {
-					break
-				}
-				o.flight, _ = c.pop(o)
-				o.flightAt = o.next
+				t = o.next
+			}
+			if t <= now && (next < 0 || t < at) {
+				next, at = p, t
 			}
 		}
+		if next < 0 {
+			return moved
+		}
+		o := c.ports[next]
+		if f := o.flight; f != nil {
+			o.flight = nil
+			o.st.TxFrames++
+			o.st.TxBytes += uint64(len(f))
+			c.route(o.peer, o.via, f, o.flightAt)
+			moved = true
+			continue
+		}
+		o.flight, _ = c.pop(o)
+		o.flightAt = o.next
 	}
-	return moved
 }
 
 // setDown takes port p out of service: its queued frames are dropped and

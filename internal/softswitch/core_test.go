@@ -330,3 +330,66 @@ func TestCoreLatePassKeepsQueueShort(t *testing.T) {
 		t.Fatalf("port 1 after a late pass: deepest data queue %d, trimmed %d; want <= 1 and 0", p.MaxDataDepth, p.Trimmed)
 	}
 }
+
+// TestCoreLatePassInterleavesLinks: a pass that runs late moves two host NICs'
+// backlogs into the switch in emulated-time order across both links. Host 2
+// sends eight frames to host 3, host 1 eight more once host 2's have left; the
+// late pass must not hand host 1's NIC's frames on first because its link
+// comes first in the switch: host 3's port would then find host 2's earlier
+// frames queued behind host 1's, hold more than its 8 and trim.
+func TestCoreLatePassInterleavesLinks(t *testing.T) {
+	c := newTestCore(t, Config{Rate: 1e9, HostQueue: 16, Horizon: time.Nanosecond, Fabric: fabricCfg(8)})
+	c.ingress(1, ethFrame(1, 2, 100, 0), 0) // learn host 2 on port 1
+	c.ingress(2, ethFrame(1, 3, 100, 0), 0) // and host 3 on port 2
+	start := ndp.Time(time.Millisecond)
+	c.carry(start)
+	for p := 0; p < 3; p++ {
+		drain(c, p, start)
+	}
+	ndpFrame := func(dst, src byte) []byte {
+		f := ethFrame(dst, src, 1250, 0) // 10 µs each at 1 Gb/s
+		f[23] = 17                       // UDP to the NDP port
+		binary.BigEndian.PutUint16(f[36:], ndp.DefaultPort)
+		return f
+	}
+	for i := 0; i < 8; i++ {
+		c.ingress(1, ndpFrame(3, 2), start)
+	}
+	for i := 0; i < 8; i++ {
+		c.ingress(0, ndpFrame(3, 1), start+90_000) // after host 2's have crossed its NIC
+	}
+	late := start + 400_000
+	c.carry(late)
+	if got := len(drain(c, 2, late)); got != 16 {
+		t.Fatalf("%d frames departed by 400 µs, want 16", got)
+	}
+	var st Stats
+	c.stats(&st)
+	if p := st.Ports[2].NDP; p.MaxDataDepth > 1 || p.Trimmed != 0 {
+		t.Fatalf("port 2 after a late pass: deepest data queue %d, trimmed %d; want <= 1 and 0", p.MaxDataDepth, p.Trimmed)
+	}
+}
+
+// TestCoreCatchUpBound: a pass later than CatchUp moves a backlogged link's
+// clock to CatchUp before the pass, and counts the link time skipped.
+func TestCoreCatchUpBound(t *testing.T) {
+	c := newTestCore(t, Config{Rate: 1e9, HostQueue: 16, Horizon: time.Nanosecond, CatchUp: 10 * time.Microsecond})
+	c.ingress(1, ethFrame(1, 2, 100, 0), 0) // learn host 2 on port 1
+	start := ndp.Time(time.Millisecond)
+	c.carry(start)
+	drain(c, 0, start)
+	drain(c, 1, start)
+	drain(c, 2, start)
+	for i := 0; i < 12; i++ {
+		c.ingress(0, ethFrame(2, 1, 1250, 0), start) // 10 µs each at 1 Gb/s
+	}
+	late := start + 150_000
+	c.carry(late)
+	// The NIC link restarts at 140 µs: one transmission ended by 150 µs.
+	if got := len(drain(c, 1, late)); got != 1 {
+		t.Fatalf("%d frames through by 150 µs, want 1", got)
+	}
+	if lost := c.ports[c.nic[0]].st.LostNs; lost != 140_000 {
+		t.Fatalf("NIC link lost %d ns, want 140000", lost)
+	}
+}

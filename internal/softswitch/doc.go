@@ -24,7 +24,7 @@
 // fills the receiver's 8-packet port exactly as on a 1 Gb/s switch, however fast
 // the veth is. Departures within Horizon (20 µs) of now go in one batch; a
 // pass that runs late (the thread was not scheduled) first sends what the links
-// would have sent meanwhile, up to CatchUp (500 µs) of link time, and only then
+// would have sent meanwhile, up to CatchUp (20 ms) of link time, and only then
 // takes the frames that arrived; a frame an internal link (a host NIC, a
 // leaf-spine link) delivers at an emulated time in that interval first lets
 // its output port send what it would have sent by then, so the port's queue
