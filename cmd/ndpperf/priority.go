@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -148,15 +149,21 @@ func (o priorityOpts) flowOpts(policy string, i int, t0 time.Time) []sockapi.Dia
 }
 
 type priorityFlow struct {
-	Flow     int       `json:"flow"`
-	Hint     string    `json:"hint"`
+	Flow int    `json:"flow"`
+	Hint string `json:"hint"`
+	// MedianMs, MinMs and MaxMs are over the rounds the flow completed
+	// (0 when it completed none); Ms is each completed round's time.
 	MedianMs float64   `json:"median_ms"`
 	MinMs    float64   `json:"min_ms"`
 	MaxMs    float64   `json:"max_ms"`
-	Ms       []float64 `json:"ms"` // each round's completion (or failure, if quenched)
+	Ms       []float64 `json:"ms"`
 	// Quenched counts rounds in which D3 failed the flow with
-	// ErrDeadlineUnmeetable; its time is then when the sender got the error.
-	Quenched int `json:"quenched_rounds"`
+	// ErrDeadlineUnmeetable: it did not complete. QuenchedAtMs is when its
+	// sender got the error and QuenchedBytes what its receiver had read by
+	// then (-1: the receiver never saw the connection), each quenched round.
+	Quenched      int       `json:"quenched_rounds"`
+	QuenchedAtMs  []float64 `json:"quenched_at_ms,omitempty"`
+	QuenchedBytes []int64   `json:"quenched_received_bytes,omitempty"`
 }
 
 type priorityPolicy struct {
@@ -230,10 +237,14 @@ func printPriority(out priorityOutput, asJSON bool) error {
 	}
 	fmt.Printf("%d flows of %d bytes into one receiver, pull pacer at %s b/s (%s)\n", out.Senders, out.Size, formatRate(float64(out.RateBps)), out.Setup)
 	fmt.Printf("all flows at a fair share end after %.1f ms; flow 0's D3 deadline (deadline policy) is %.1f ms\n", out.FairMs, out.DeadlineMs)
+	fmt.Printf("completion times are over the rounds a flow completed; a quenched flow did not complete\n")
 	fmt.Printf("%-9s %4s %-22s %10s %8s %8s %9s\n", "policy", "flow", "hint", "median_ms", "min_ms", "max_ms", "quenched")
 	for _, p := range out.Policies {
 		for _, f := range p.Flows {
-			fmt.Printf("%-9s %4d %-22s %10.1f %8.1f %8.1f %5d/%-3d\n", p.Policy, f.Flow, f.Hint, f.MedianMs, f.MinMs, f.MaxMs, f.Quenched, len(f.Ms))
+			fmt.Printf("%-9s %4d %-22s %10.1f %8.1f %8.1f %5d/%-3d\n", p.Policy, f.Flow, f.Hint, f.MedianMs, f.MinMs, f.MaxMs, f.Quenched, f.Quenched+len(f.Ms))
+			for k, at := range f.QuenchedAtMs {
+				fmt.Printf("%-9s %4d quenched at %.1f ms, the receiver had read %d of %d bytes\n", "", f.Flow, at, f.QuenchedBytes[k], out.Size)
+			}
 		}
 	}
 	fmt.Printf("%-9s %12s %14s %14s %13s\n", "policy", "flow0_first", "flow0_met_dl", "median_round", "goodput_Mb/s")
@@ -290,6 +301,7 @@ func hintName(policy string, i int, o priorityOpts) string {
 type flowOutcome struct {
 	d        time.Duration
 	quenched bool
+	got      int64 // quenched: bytes the receiver read (-1: not seen)
 }
 
 // summarizePriority turns per-round outcomes (times[round][flow]) into a
@@ -315,17 +327,19 @@ func summarizePriority(name string, o priorityOpts, times [][]flowOutcome) prior
 		rounds = append(rounds, last)
 	}
 	for i := 0; i < o.senders; i++ {
-		f := priorityFlow{Flow: i, Hint: hintName(name, i, o)}
-		var v []float64
+		f := priorityFlow{Flow: i, Hint: hintName(name, i, o), Ms: []float64{}}
 		for _, r := range times {
-			f.Ms = append(f.Ms, ms(r[i].d))
-			v = append(v, ms(r[i].d))
 			if r[i].quenched {
 				f.Quenched++
+				f.QuenchedAtMs = append(f.QuenchedAtMs, ms(r[i].d))
+				f.QuenchedBytes = append(f.QuenchedBytes, r[i].got)
+				continue
 			}
+			f.Ms = append(f.Ms, ms(r[i].d))
 		}
-		sort.Float64s(v)
-		f.MedianMs, f.MinMs, f.MaxMs = v[len(v)/2], v[0], v[len(v)-1]
+		if v := slices.Sorted(slices.Values(f.Ms)); len(v) > 0 {
+			f.MedianMs, f.MinMs, f.MaxMs = v[len(v)/2], v[0], v[len(v)-1]
+		}
 		p.Flows = append(p.Flows, f)
 	}
 	sort.Slice(rounds, func(i, j int) bool { return rounds[i] < rounds[j] })
@@ -472,7 +486,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 				want++
 			case errors.Is(err, sockapi.ErrDeadlineUnmeetable) && policy == "deadline":
 				// D3 quenched the flow: a result, not a failure of the benchmark.
-				out[i] = flowOutcome{d: sendEnd[i].Sub(t0), quenched: true}
+				out[i] = flowOutcome{d: sendEnd[i].Sub(t0), quenched: true, got: -1}
 			default:
 				errs = append(errs, fmt.Errorf("sender %d: %w", i, err))
 			}
@@ -488,10 +502,14 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		if err := errors.Join(errs...); err != nil {
 			return nil, errors.Join(err, stopAccept())
 		}
+		quenched := len(senders) - want
 		for got := 0; got < want; {
 			res := <-results // every sender finished: the receiver has read to EOF
 			if out[res.flow].quenched {
-				continue // the quenched connection's reader failing, as it should
+				// the quenched connection's reader failing, as it should
+				out[res.flow].got = res.got.n
+				quenched--
+				continue
 			}
 			if res.got.err != nil {
 				return nil, errors.Join(fmt.Errorf("flow %d: receiver after %d bytes: %w", res.flow, res.got.n, res.got.err), stopAccept())
@@ -501,6 +519,16 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 			}
 			out[res.flow] = flowOutcome{d: res.got.end.Sub(t0)}
 			got++
+		}
+		// A quenched connection that was accepted fails its reader at once
+		// (RESET); one quenched on its first packet may never have been.
+		for wait := time.After(200 * time.Millisecond); quenched > 0; quenched-- {
+			select {
+			case res := <-results:
+				out[res.flow].got = res.got.n
+			case <-wait:
+				quenched = 0
+			}
 		}
 		return out, stopAccept()
 	}
@@ -832,7 +860,7 @@ func prioritySimRun(o priorityOpts) (priorityOutput, error) {
 		for i, f := range flows {
 			switch {
 			case f.Done && errors.Is(f.Err, ndp.ErrDeadlineUnmeetable) && p.name == "deadline":
-				t[i] = flowOutcome{d: time.Duration(f.FCT()), quenched: true}
+				t[i] = flowOutcome{d: time.Duration(f.FCT()), quenched: true, got: f.Received}
 			case !f.Verified():
 				return out, fmt.Errorf("simulated %s flow %d: not verified (done %v, %d of %d bytes, err %v)", p.name, i, f.Done, f.Received, f.Size, f.Err)
 			default:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,37 @@ func TestPrioritySim(t *testing.T) {
 			}
 		}
 		t.Logf("%+v", out)
+	}
+}
+
+// A quenched flow did not complete: its rounds are counted and listed with
+// when the sender got ErrDeadlineUnmeetable and what the receiver had read,
+// and left out of the completion times and of the deadline-met count. They
+// used to be mixed into median_ms, so a flow quenched after 89-125 ms read
+// as one that finished inside its 144 ms deadline.
+func TestSummarizePriorityQuenched(t *testing.T) {
+	o := priorityOpts{senders: 2, size: 2e6, rate: 200e6, rounds: 3, deadline: 0.9}
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	p := summarizePriority("deadline", o, [][]flowOutcome{
+		{{d: ms(100), quenched: true, got: 566752}, {d: ms(300)}},
+		{{d: ms(120)}, {d: ms(250)}},
+		{{d: ms(90), quenched: true, got: -1}, {d: ms(280)}},
+	})
+	f := p.Flows[0]
+	if f.Quenched != 2 || len(f.Ms) != 1 || f.MedianMs != 120 || f.MinMs != 120 || f.MaxMs != 120 {
+		t.Errorf("flow 0: %+v; want 2 quenched, 1 completed in 120 ms", f)
+	}
+	if !slices.Equal(f.QuenchedAtMs, []float64{100, 90}) || !slices.Equal(f.QuenchedBytes, []int64{566752, -1}) {
+		t.Errorf("flow 0 quenched at %v ms with %v bytes read; want [100 90], [566752 -1]", f.QuenchedAtMs, f.QuenchedBytes)
+	}
+	if p.Flow0DeadlineMet != 1 || p.Flow0First != 1 {
+		t.Errorf("deadline met %d, first %d rounds; want 1 and 1 (the completed round)", p.Flow0DeadlineMet, p.Flow0First)
+	}
+	if g := p.Flows[1]; g.Quenched != 0 || g.MedianMs != 280 || len(g.QuenchedAtMs) != 0 {
+		t.Errorf("flow 1: %+v", g)
+	}
+	none := summarizePriority("deadline", o, [][]flowOutcome{{{d: ms(100), quenched: true, got: 0}, {d: ms(300)}}})
+	if f := none.Flows[0]; f.MedianMs != 0 || len(f.Ms) != 0 || f.Quenched != 1 || none.Flow0DeadlineMet != 0 {
+		t.Errorf("a flow quenched in every round: %+v, deadline met %d", f, none.Flow0DeadlineMet)
 	}
 }
