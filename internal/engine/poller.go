@@ -27,6 +27,7 @@ const appGrace = ndp.Time(time.Millisecond)
 var errDone = errors.New("engine: done")
 
 type waitState struct {
+	now       ndp.Time // the caller's clock reading of this iteration, for await (0: none)
 	start     ndp.Time
 	yields    ndp.Time // yields made in this spin (await)
 	spinning  bool
@@ -47,7 +48,11 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		s.endWait(w)
 		return os.ErrDeadlineExceeded
 	}
-	now := s.clock()
+	now := w.now
+	w.now = 0
+	if now == 0 {
+		now = s.clock()
+	}
 	if w.start == 0 {
 		w.start = now
 	}
