@@ -113,7 +113,9 @@ type Config struct {
 	// second entries are evicted early (Stats.TimeWaitEvicted).
 	TimeWait time.Duration
 	// MaxTimeWait bounds the time-wait table. When full, the oldest entry is
-	// evicted early (counted in Stats.TimeWaitEvicted). Default MaxConns.
+	// evicted early (counted in Stats.TimeWaitEvicted); a host that calls
+	// Endpoint.HandleIdle keeps it at most 15/16 full that way, ahead of
+	// the next close. Default MaxConns.
 	MaxTimeWait int
 	// MaxConns bounds the connection table. Default 1024. Range [1, 1<<20].
 	MaxConns int

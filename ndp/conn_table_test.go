@@ -64,3 +64,65 @@ func TestKeyTableAgainstMap(t *testing.T) {
 		}
 	}
 }
+
+// TestHandleIdleTrimsTimeWait: idle calls keep time-wait below 15/16 of
+// MaxTimeWait (at most idleTrimBatch entries a call, oldest first, the early
+// ones counted as evictions), so a close then finds room and evicts
+// nothing; without idle calls a close into a full ring evicts the oldest.
+func TestHandleIdleTrimsTimeWait(t *testing.T) {
+	const maxTW = 32
+	a, b := mkEP(t, ipA, func(c *Config) { c.MaxTimeWait = maxTW }), mkEP(t, ipB, nil)
+	closeOne := func(now Time) connKey {
+		h, err := a.Dial(addrOf(b, 80), DialOptions{}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := a.conn(h).key
+		a.Abort(h, now)
+		a.Release(h)
+		return k
+	}
+	var keys []connKey
+	for i := range maxTW + 3 {
+		keys = append(keys, closeOne(Time(i)))
+	}
+	st := a.Stats()
+	if st.TimeWaitActive != maxTW || st.TimeWaitEvicted != 3 || a.table.n != maxTW {
+		t.Fatalf("full ring: %d active, %d evicted, %d in the table; want %d, 3, %d", st.TimeWaitActive, st.TimeWaitEvicted, a.table.n, maxTW, maxTW)
+	}
+	const keep = maxTW - maxTW/16
+	now := Time(maxTW + 3) // before any entry expires
+	a.HandleIdle(now)
+	if got := a.Stats().TimeWaitActive; got != maxTW-idleTrimBatch {
+		t.Fatalf("one idle call left %d entries, want %d", got, maxTW-idleTrimBatch)
+	}
+	for range 10 {
+		a.HandleIdle(now)
+	}
+	st = a.Stats()
+	if st.TimeWaitActive != keep || st.TimeWaitEvicted != 3+maxTW-keep || a.table.n != keep {
+		t.Fatalf("after idle calls: %d active, %d evicted, %d in the table; want %d, %d, %d", st.TimeWaitActive, st.TimeWaitEvicted, a.table.n, keep, 3+maxTW-keep, keep)
+	}
+	// the oldest went first: the trimmed keys are gone, the newest remain
+	for i, k := range keys {
+		_, ok := a.table.get(k)
+		if want := i >= len(keys)-keep; ok != want {
+			t.Fatalf("key %d of %d in the table %v, want %v", i, len(keys), ok, want)
+		}
+	}
+	// a close now finds room: nothing evicted
+	closeOne(now)
+	if st2 := a.Stats(); st2.TimeWaitEvicted != st.TimeWaitEvicted || st2.TimeWaitActive != keep+1 {
+		t.Fatalf("close after trimming: %d evicted (was %d), %d active", st2.TimeWaitEvicted, st.TimeWaitEvicted, st2.TimeWaitActive)
+	}
+	// expired entries trimmed by an idle call are not evictions
+	late := now + Time(a.cfg.TimeWait) + 1
+	for range maxTW {
+		closeOne(late - 1)
+	}
+	ev := a.Stats().TimeWaitEvicted
+	a.HandleIdle(late + Time(a.cfg.TimeWait))
+	if got := a.Stats().TimeWaitEvicted; got != ev {
+		t.Fatalf("idle trim of expired entries counted %d evictions", got-ev)
+	}
+}

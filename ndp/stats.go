@@ -29,7 +29,7 @@ type Stats struct {
 	WrongPort           uint64 // valid frames for another UDP port or IP
 	UnknownConn         uint64 // frames for no connection and no time-wait entry
 	TimeWaitRejects     uint64 // frames for connections in time-wait
-	TimeWaitEvicted     uint64 // time-wait entries evicted early (table full)
+	TimeWaitEvicted     uint64 // time-wait entries evicted early (table full, or trimmed by HandleIdle)
 	Refused             uint64 // SYNs refused (no listener / table full)
 	ControlDrops        uint64 // control frames dropped: control queue full
 	ControlMerged       uint64 // ACKs and PULLs merged into an already queued frame (Config.CoalesceControl)

@@ -77,6 +77,18 @@ func (tw *TimeWait) expire(now Time) {
 	}
 }
 
+// trim drops up to max of the oldest entries while more than keep remain;
+// it returns how many of them had not expired at now (evicted early).
+func (tw *TimeWait) trim(now Time, keep, max int) (evicted int) {
+	for ; max > 0 && tw.n > keep; max-- {
+		if tw.ring[tw.head].expires > now {
+			evicted++
+		}
+		tw.popOldest()
+	}
+	return evicted
+}
+
 // next returns the earliest expiry.
 func (tw *TimeWait) next() (Time, bool) {
 	if tw.n == 0 {

@@ -15,6 +15,8 @@
 //	             EventAccepted  -> Listener backlog (port from the frame)
 //	             Readable/Writable/Closed -> wake the Conn's waiters
 //	Link.ReleaseReceived()
+//	  (or, when nothing arrived, Endpoint.HandleIdle: time-wait trimmed
+//	   ahead of the next close)
 //	PullQueue.Next(now+horizon) once one is due: the PULLs of the next
 //	  PullBatch slots -> Endpoint.PullReleased (PULL frames, one per
 //	                     connection per batch)

@@ -301,6 +301,10 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		if short := s.ep.TakePullShortfall(); short > 0 {
 			s.pulls.Refund(now, short)
 		}
+	} else {
+		// Nothing arrived: the endpoint's deferrable work (time-wait
+		// room for the next close) costs no frame its answer.
+		s.ep.HandleIdle(now)
 	}
 	released := 0
 	if t, ok := s.pulls.NextAt(); ok && t <= now {
