@@ -195,11 +195,17 @@ func (e *Endpoint) rcvData(c *conn, f *Frame, now Time) {
 		// buffer refused does not (docs/decisions.md).
 		if r.markTrimmed(h.Seq) || h.Flags&FlagPulled != 0 && !r.noBuf.has(h.Seq) {
 			e.addPulls(c, 1)
-		} else if c.pullsPending+c.pullsHanded+r.owedPulls == 0 {
+		} else if c.pullsPending+c.pullsHanded == 0 {
 			// a repeated header (e.g. the sender's stall probe) while no
-			// pull is queued for this sender: its PULL was lost, re-pull
+			// pull is queued for this sender: the PULLs counted out were
+			// lost or found nothing, so they hold no room; re-pull (with
+			// the pulls owed, if flow control held some back)
 			c.pullsOut = 0
-			e.addPulls(c, 1)
+			if r.owedPulls == 0 {
+				e.addPulls(c, 1)
+			} else {
+				e.flushPulls(c)
+			}
 		} else {
 			e.flushPulls(c)
 		}

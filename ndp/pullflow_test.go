@@ -209,3 +209,14 @@ func TestRetrimmedPacketKeepsItsPull(t *testing.T) {
 		t.Errorf("%d pulls for %d arrivals: %d pulls lost from the loop", handed, want, want-handed)
 	}
 }
+
+// Liveness seeds that livelocked on a stall probe meeting stale pulls out
+// (82: a first-RTT packet's probe, which keeps FlagSYN and so answers no
+// pull, three pulls out, one owed; 138 the same before re-trims earned a
+// pull) finish.
+func TestStallProbeClearsStalePullsOut(t *testing.T) {
+	var tot livenessTotals
+	for _, seed := range []uint64{34, 82, 138} {
+		runLiveness(t, randomLiveness(seed), &tot)
+	}
+}
