@@ -588,7 +588,8 @@ func (e *faultEnv) outageTransfer(t string, d time.Duration) faultRow {
 func userTimeoutBound(ut time.Duration) time.Duration { return ut + 500*time.Millisecond }
 
 // pastUserTimeout runs a transfer and takes the link down for good (until
-// both ends reported an error or the bound plus a second passed).
+// both ends reported an error or the bound plus a second passed), once a
+// quarter has arrived and before the sender has written the second half.
 func (e *faultEnv) pastUserTimeout(t string) faultRow {
 	ut := e.o.userTimeout
 	bound := userTimeoutBound(ut)
@@ -609,9 +610,17 @@ func (e *faultEnv) pastUserTimeout(t string) faultRow {
 		err error
 		at  time.Time
 	}
+	// The second half is written only once the link is down, so the
+	// transfer cannot finish before the outage however fast the link is.
 	sendRes := make(chan result, 1)
+	linkDown := make(chan struct{})
 	go func() {
-		_, err := client.Write(e.payload)
+		half := len(e.payload) / 2
+		_, err := client.Write(e.payload[:half])
+		if err == nil {
+			<-linkDown
+			_, err = client.Write(e.payload[half:])
+		}
 		if err == nil {
 			err = client.CloseWrite()
 		}
@@ -619,7 +628,9 @@ func (e *faultEnv) pastUserTimeout(t string) faultRow {
 	}()
 	log.awaitBytes(e.o.size/4, done)
 	down := time.Now()
-	if err := e.setLink(false); err != nil {
+	err = e.setLink(false)
+	close(linkDown)
+	if err != nil {
 		row.Outcome = err.Error()
 		return row
 	}
