@@ -108,7 +108,10 @@ type Config struct {
 	// 2*StallTimeout = 388ms with the other defaults; with FixedRTO
 	// 12*max(RTO, StallTimeout) + 2*StallTimeout = 28ms. A peer that comes
 	// back after a longer outage to a connection this end finished gets a
-	// RESET (as TCP's does after TIME_WAIT). The table
+	// RESET (as TCP's does after TIME_WAIT). Each frame that reaches an entry
+	// keeps it for TimeWait from then: a peer that keeps retransmitting or
+	// probing (at least every MaxProbeInterval, below the default
+	// TimeWait) keeps its key however long its ACKs take. The table
 	// holds MaxTimeWait entries: beyond MaxTimeWait/TimeWait connections per
 	// second entries are evicted early (Stats.TimeWaitEvicted).
 	TimeWait time.Duration

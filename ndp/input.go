@@ -31,6 +31,11 @@ func (e *Endpoint) HandleFrame(b []byte, now Time) error {
 	}
 	c := e.conns[idx]
 	e.heard(c, now)
+	if c.dialer && h.Type != TypeReset {
+		// Whatever the listener sends about this connection shows that
+		// it opened it (its receiver synced on our SYN): stop SYN.
+		c.snd.established = true
+	}
 	if h.Flags&FlagProbe != 0 {
 		e.handleProbe(c, h, now)
 	} else {
@@ -102,12 +107,19 @@ func (e *Endpoint) handleNoConn(f *Frame, key connKey, v int32, found bool, now 
 		e.stats.TimeWaitRejects++
 		switch {
 		case tw.kind == twAborted && (h.Type == TypeData || h.Type == TypePull):
-			e.queueStateless(f, TypeReset, tw.code)
+			e.queueStateless(f, TypeReset, 0, tw.code)
 		case tw.kind == twClosed && h.Type == TypeData:
 			// we closed only after receiving everything: re-ACK (also
 			// trimmed copies and stall probes)
-			e.queueStateless(f, TypeAck, 0)
+			e.queueStateless(f, TypeAck, 0, 0)
+		case tw.kind == twClosed && h.Type == TypePull && h.Flags&FlagProbe != 0:
+			// a keepalive: the prober lost our last ACKs. Answer it as
+			// the connection would; it resumes and resends what it has
+			// queued, which we re-ACK.
+			e.queueStateless(f, TypeAck, FlagProbe, 0)
 		}
+		// The peer is still sending: keep its key for another TimeWait.
+		e.tw.refresh(tw, now+Time(e.cfg.TimeWait))
 		return ErrTimeWait
 	}
 	switch h.Type {
@@ -119,12 +131,12 @@ func (e *Endpoint) handleNoConn(f *Frame, key connKey, v int32, found bool, now 
 				}
 			}
 			e.stats.Refused++
-			e.queueStateless(f, TypeReset, ResetRefused)
+			e.queueStateless(f, TypeReset, 0, ResetRefused)
 			return ErrUnknownConn
 		}
-		e.queueStateless(f, TypeReset, ResetAbort)
+		e.queueStateless(f, TypeReset, 0, ResetAbort)
 	case TypePull:
-		e.queueStateless(f, TypeReset, ResetAbort)
+		e.queueStateless(f, TypeReset, 0, ResetAbort)
 	}
 	e.stats.UnknownConn++
 	return ErrUnknownConn

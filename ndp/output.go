@@ -61,7 +61,10 @@ func (e *Endpoint) queueProbe(c *conn, seq uint32, now Time) {
 		srcPort: c.key.localPort, dstPort: c.key.remotePort, connID: c.key.connID,
 		seq: seq, pathID: path, plen: d.n, off: d.off,
 	}
-	if d.flags&FlagSYN != 0 {
+	if s.established {
+		cf.flags &^= FlagSYN // as on a resend (sendData)
+	}
+	if cf.flags&FlagSYN != 0 {
 		cf.synOff = uint16(seq - s.isn)
 	}
 	if c.prio > 0 {
@@ -73,11 +76,11 @@ func (e *Endpoint) queueProbe(c *conn, seq uint32, now Time) {
 }
 
 // queueStateless answers frame f without connection state.
-func (e *Endpoint) queueStateless(f *Frame, t PacketType, code ResetCode) {
+func (e *Endpoint) queueStateless(f *Frame, t PacketType, flags Flags, code ResetCode) {
 	h := &f.Header
 	cf := ctlFrame{
 		dstMAC: f.SrcMAC, dstIP: f.SrcIP, udpSrc: f.SrcPort,
-		typ: t, code: code, srcPort: h.DstPort, dstPort: h.SrcPort, connID: h.ConnID,
+		typ: t, flags: flags, code: code, srcPort: h.DstPort, dstPort: h.SrcPort, connID: h.ConnID,
 		seq: h.Seq, pathID: h.PathID,
 	}
 	if !e.ctl.push(&cf) {
@@ -271,6 +274,12 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 	}
 	d.state, d.sentAt, d.path = pktInflight, now, path
 	flags := d.flags & (FlagSYN | FlagFIN)
+	if s.established {
+		// a resend of a first-RTT packet: the peer holds the connection
+		// (or remembers it in time-wait), and a copy that outlived that
+		// must not open it again
+		flags &^= FlagSYN
+	}
 	if !s.hasRtx() && !s.moreComing && !(s.nxtOff < s.written || (s.finQueued && !s.finSent)) {
 		flags |= FlagLast
 		s.lastSent = true

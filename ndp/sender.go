@@ -129,7 +129,7 @@ type sender struct {
 	lastPull   uint32
 	pullSeen   bool
 
-	established bool // got ACK/NACK/PULL: the peer has state, stop sending SYN
+	established bool // got ACK/NACK/PULL (a dialer: any frame): the peer has state, stop sending SYN, resends too
 	lastSent    bool // LAST went out and no new data since
 	// moreComing: the application's last Write did not fit the send
 	// buffer, so more data follows as soon as ACKs free room. The sender

@@ -20,7 +20,11 @@ const (
 // connection table, where a key maps to either its connection's slot or
 // its time-wait ring slot (twVal): one probe per received frame and per
 // Dial finds both, and a closing connection's entry turns into its
-// time-wait entry in place. When the ring is full the oldest entry is
+// time-wait entry in place. Each frame that reaches an entry keeps it for
+// another Config.TimeWait (refresh): a peer still retransmitting or
+// probing keeps its key. A refreshed entry keeps its slot and is moved to
+// the tail when its first expiry comes (expire), so a key takes one slot
+// however often it is refreshed. When the ring is full the oldest entry is
 // evicted early and counted.
 type TimeWait struct {
 	ring  []twEntry
@@ -30,11 +34,17 @@ type TimeWait struct {
 }
 
 type twEntry struct {
-	key     connKey
+	key   connKey
+	extra uint32 // µs the key outlives expires (refresh)
+	// expires is when expire looks at the entry: its first expiry, or
+	// that of its last move to the tail
 	expires Time
 	kind    timeWaitKind
 	code    ResetCode
 }
+
+// until is when e's key is forgotten: its expiry, or later if refreshed.
+func (e *twEntry) until() Time { return e.expires + Time(e.extra)*1000 }
 
 func newTimeWait(capacity int, index *keyTable) TimeWait {
 	return TimeWait{ring: make([]twEntry, capacity), index: index}
@@ -62,6 +72,15 @@ func (tw *TimeWait) add(k connKey, expires Time, kind timeWaitKind, code ResetCo
 	return evicted
 }
 
+// refresh keeps e's key until at least until (rounded up to a µs; never
+// shortened). Constant time, no slot.
+func (tw *TimeWait) refresh(e *twEntry, until Time) {
+	if d := until - e.expires; d > 0 {
+		us := min((d+999)/1000, 1<<32-1)
+		e.extra = max(e.extra, uint32(us))
+	}
+}
+
 func (tw *TimeWait) popOldest() {
 	// The table maps the key to this slot unless a connection or a later
 	// entry of the same key took it over.
@@ -70,10 +89,23 @@ func (tw *TimeWait) popOldest() {
 	tw.n--
 }
 
-// expire drops entries that expired at or before now.
+// expire drops entries that expired at or before now. A refreshed entry
+// due now moves to the tail with its later expiry instead: the ring stays
+// in expiry order but for such entries, which may wait behind an entry in
+// front of them, for at most one TimeWait longer.
 func (tw *TimeWait) expire(now Time) {
 	for tw.n > 0 && tw.ring[tw.head].expires <= now {
-		tw.popOldest()
+		e := tw.ring[tw.head]
+		until := e.until()
+		if until <= now {
+			tw.popOldest()
+			continue
+		}
+		tw.head = (tw.head + 1) % len(tw.ring)
+		slot := (tw.head + tw.n - 1) % len(tw.ring)
+		e.expires, e.extra = until, 0
+		tw.ring[slot] = e
+		tw.index.put(e.key, twVal(slot))
 	}
 }
 
@@ -81,7 +113,7 @@ func (tw *TimeWait) expire(now Time) {
 // it returns how many of them had not expired at now (evicted early).
 func (tw *TimeWait) trim(now Time, keep, max int) (evicted int) {
 	for ; max > 0 && tw.n > keep; max-- {
-		if tw.ring[tw.head].expires > now {
+		if tw.ring[tw.head].until() > now {
 			evicted++
 		}
 		tw.popOldest()
