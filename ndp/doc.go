@@ -14,6 +14,7 @@
 //	when the pull pacer releases a pull for h: e.PullReleased(h, now)
 //	transmit:                       for { n, pushed := e.PollFrame(buf, now, tokens); if n == 0 { break } ... }
 //	timers:                         t, ok := e.NextTimer(); at t: e.HandleTimers(now)
+//	a poll that received nothing:   e.HandleIdle(now) (time-wait room for the next close; optional)
 //
 // Frames are Ethernet II / IPv4 / UDP / NDP header (see wire.go and
 // docs/wire.md). ParseFrame and BuildFrame never allocate; PollFrame builds
@@ -24,7 +25,8 @@
 // ndp/ndplayer registers a gopacket layer for the same format.
 //
 // Inside an Endpoint: a connection table (open addressing, keyed by remote
-// IP, ports and connection id) maps frames to pooled connection objects,
+// IP, ports and connection id; it indexes the time-wait entries too) maps
+// frames to pooled connection objects,
 // each with a sender (send ring, packet descriptors by sequence number,
 // retransmission set resent lowest sequence first, push/pull/unsolicited
 // credits, an adaptive RTO: RFC 6298 estimate per connection, Karn's rule,
