@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -52,10 +53,40 @@ type leafSpineOpts struct {
 	rto                   time.Duration
 	hostQueue             int
 	mtu                   int
+	iw                    int
 	tcp                   bool
 	json                  bool
 	prof                  profileFlags
 }
+
+// lsPullBatch is engine.Config.PullBatch's default: a receiver that finds a
+// PULL due releases those of the next 7 slots with it.
+const lsPullBatch = 8
+
+// lsHostDelay is the time a stack of this testbed may go unscheduled. The
+// four stacks, their applications and the switch thread share the machine's
+// CPUs with each other and with whatever else runs: at load 12-18 on two CPUs
+// all four stacks stop at once for 8-18 ms at a time (docs/datapath.md, "The
+// leaf-spine permutation").
+const lsHostDelay = 10 * time.Millisecond
+
+// leafSpineIW is the NDP stacks' initial window, which is also the number of
+// tokens a flow circulates (one PULL per arrival). It covers a round trip of
+// this testbed at the link rate: two pull batches (the receiver releases
+// lsPullBatch PULLs at once, and the sender's NIC link sends the packets they
+// elicit one frame time apart), the four store-and-forward hops of a DATA
+// frame, and lsHostDelay. Never less than switchIW, the paper's 30, nor more
+// than the receive buffer holds (a first window beyond it is NACKed for want
+// of buffer): at MTU 3500, 30 at 20 Mb/s, 38 at 50 Mb/s, 56 at 100 Mb/s, 76
+// from 200 Mb/s.
+func leafSpineIW(rate int64, mtu int) int {
+	slot := float64(mtu+14+24) * 8 / float64(rate) // seconds per frame on the wire
+	iw := max(switchIW, 2*lsPullBatch+4+int(math.Ceil(lsHostDelay.Seconds()/slot)))
+	return min(iw, lsRecvBuffer/ndp.MaxPayload(mtu))
+}
+
+// lsRecvBuffer is ndp.Config.RecvBuffer's default, the stacks' receive buffer.
+const lsRecvBuffer = 256 << 10
 
 func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	fs := flag.NewFlagSet("leafspine", flag.ContinueOnError)
@@ -70,6 +101,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	rto := fs.Duration("rto", 0, "NDP retransmission timeout (0: 1ms, or the time 3 hops of 8-packet queues take to drain at --link if longer, x4)")
 	hostQ := fs.Int("host-queue", 256, "emulate each host's link into its leaf at --link with a NIC queue of this many frames (0: frames enter the leaf as fast as the veth delivers them)")
 	mtu := fs.Int("mtu", 3500, "MTU of every veth, 1280..3500 (native XDP on a veth, which the switch's ports use, allows at most 3506 with 4 KiB pages); at 1500 the ACK and PULL each host sends for the flow it receives take about 10% of the link its own flow leaves by")
+	iw := fs.Int("iw", 0, "NDP initial window in packets (0: the paper's 30, or a round trip of this testbed at --link if more: two pull batches, four hops and 10 ms of host delay)")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
@@ -80,7 +112,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, tcp: *tcp, json: *asJSON, prof: prof}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -96,6 +128,11 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 		return o, fmt.Errorf("--mtu %d: want 1280..3500", o.mtu)
 	case o.degrade < 0 || o.degrade == 1 || int64(o.degrade) > o.rate/1e6:
 		return o, fmt.Errorf("--degrade %d: want 0 or 2..link/1M", o.degrade)
+	case o.iw < 0 || o.iw > 1000:
+		return o, fmt.Errorf("--iw %d: want 0..1000", o.iw)
+	}
+	if o.iw == 0 {
+		o.iw = leafSpineIW(o.rate, o.mtu)
 	}
 	if o.rto == 0 {
 		o.rto = max(time.Millisecond, 4*3*8*time.Duration(int64(o.mtu+14)*8*1e9/o.rate))
@@ -176,6 +213,7 @@ type lsSummary struct {
 type leafSpineOutput struct {
 	LinkBps      int64       `json:"link_bps"`
 	MTU          int         `json:"mtu"`
+	IW           int         `json:"iw,omitempty"` // NDP initial window, packets (leafSpineIW)
 	Leaves       int         `json:"leaves"`
 	HostsPerLeaf int         `json:"hosts_per_leaf"`
 	Spines       int         `json:"spines"`
@@ -202,7 +240,7 @@ type lsSim struct {
 // leafSpineSim runs the permutation on the simulator.
 func leafSpineSim(o leafSpineOpts) *lsSim {
 	cfg := sim.PermutationConfig{Size: o.size, Clos: sim.ClosConfig{Kind: sim.LeafSpine, ECMP: sim.ECMPPath, Leaves: 2, Spines: o.spines, HostsPerLeaf: o.perLeaf,
-		Params: sim.Params{LinkRate: float64(o.rate), LinkDelay: 1000, Endpoint: ndp.Config{IW: 30, Paths: 8, RTO: o.rto, MTU: o.mtu},
+		Params: sim.Params{LinkRate: float64(o.rate), LinkDelay: 1000, Endpoint: ndp.Config{IW: o.iw, Paths: 8, RTO: o.rto, MTU: o.mtu},
 			Fabric: fabric.Config{DataQueue: 8}, Seed: 1}}}
 	if o.degrade > 0 {
 		cfg.Clos.Changes = []sim.LinkChange{{Core: 1, Pod: 1, Rate: float64(o.rate) / float64(o.degrade)}}
@@ -236,15 +274,15 @@ func runLeafSpine(args []string) error {
 }
 
 func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
-	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
+	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, IW: o.iw, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
 	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue}
 	if o.degrade > 0 {
 		r := o.rate / int64(o.degrade)
 		cfg.LinkRates = []softswitch.LinkRate{{Leaf: 1, Spine: 1, Up: r, Down: r}}
 		out.Degraded = fmt.Sprintf("leaf1-spine1 at %s b/s (1/%d)", formatRate(float64(r)), o.degrade)
 	}
-	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths), kernel TCP cubic; receivers hash",
-		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf)
+	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d), kernel TCP cubic; receivers hash",
+		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf, o.iw)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
@@ -322,7 +360,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		dst := (i + o.perLeaf) % n
 		switch transport {
 		case "ndp":
-			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto, IW: switchIW})
+			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto, IW: o.iw})
 			if err != nil {
 				return run, err
 			}

@@ -14,11 +14,31 @@ func TestParseLeafSpineFlags(t *testing.T) {
 	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--spines", "1"}}, {[]string{"--degrade", "1"}}, {[]string{"--hosts-per-leaf", "0"}},
-		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}},
+		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}}, {[]string{"--iw", "-1"}},
 	} {
 		if _, err := parseLeafSpineFlags(tc.args); err == nil {
 			t.Errorf("%q accepted", tc.args)
 		}
+	}
+}
+
+// TestLeafSpineIW: the stacks' initial window covers the testbed's round trip
+// plus 10 ms at the link rate, between the paper's 30 and the receive buffer.
+func TestLeafSpineIW(t *testing.T) {
+	for _, tc := range []struct {
+		rate int64
+		mtu  int
+		want int
+	}{{20e6, 3500, 30}, {50e6, 3500, 38}, {100e6, 3500, 56}, {200e6, 3500, 76}, {100e6, 1500, 102}} {
+		if got := leafSpineIW(tc.rate, tc.mtu); got != tc.want {
+			t.Errorf("leafSpineIW(%d, %d) = %d, want %d", tc.rate, tc.mtu, got, tc.want)
+		}
+	}
+	if o, err := parseLeafSpineFlags([]string{"--link", "100M", "--iw", "30"}); err != nil || o.iw != 30 {
+		t.Fatalf("--iw 30: %+v, %v", o, err)
+	}
+	if o, err := parseLeafSpineFlags([]string{"--link", "100M"}); err != nil || o.iw != 56 {
+		t.Fatalf("--link 100M: iw %d, %v", o.iw, err)
 	}
 }
 
