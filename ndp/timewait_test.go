@@ -113,9 +113,14 @@ func TestTimeWaitOutlivesLateRequestACKs(t *testing.T) {
 func TestOutageLongerThanTimeWaitNoReopen(t *testing.T) {
 	r := newTWRPC(t)
 	var downFrom, downUntil Time
+	heard, synAfter := false, 0 // SYN frames the dialer sent after it heard the response
 	r.middle = func(from, _ int, b []byte) ([]byte, bool) {
-		if typ, _ := frameType(b); from == 1 && typ == TypeAck {
+		typ, flags := frameType(b)
+		if from == 1 && typ == TypeAck {
 			return b, false
+		}
+		if from == 0 && heard && flags&FlagSYN != 0 {
+			synAfter++
 		}
 		return b, !(from == 0 && r.now >= downFrom && r.now < downUntil)
 	}
@@ -130,9 +135,13 @@ func TestOutageLongerThanTimeWaitNoReopen(t *testing.T) {
 	}
 	// the dialer's ACK of the response is on its way: the outage starts
 	// behind it and outlasts the server's time-wait
+	heard = true
 	downFrom, downUntil = r.now+r.latency, r.now+Time(srv.ep.cfg.TimeWait)+Time(200*time.Millisecond)
 	r.runFor(downUntil + Time(time.Second))
 	r.atMostOnce(t)
+	if st := r.hosts[0].ep.Stats(); synAfter != 0 || st.Retransmits == 0 {
+		t.Fatalf("dialer resent %d packets, %d with SYN after it heard the response", st.Retransmits, synAfter)
+	}
 	if err, ok := r.hosts[0].closed[r.h]; !ok || !errors.Is(err, ErrConnReset) {
 		t.Fatalf("dialer closed %v with %v, want ErrConnReset", ok, err)
 	}
