@@ -46,6 +46,8 @@ type hullOpts struct {
 	link    int64
 	gammas  []float64
 	phantom float64
+	pqBytes int     // phantom queue marking threshold
+	rpcRate float64 // RPCs started per second (open loop); 0: one after another
 	size    int
 	n       int
 	rounds  int
@@ -60,6 +62,8 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 	fs.Var(&link, "link", "emulated rate of every switch port, bits/s")
 	gammas := fs.String("gamma", "1,0.95", "comma-separated NDP pull-rate factors to compare (HULL's gamma), each in (0, 1]")
 	phantom := fs.Float64("phantom-gamma", 0.95, "phantom queue drain rate as a fraction of --link (0: no phantom queue)")
+	pqBytes := fs.Int("phantom-threshold", 1000, "phantom queue depth in bytes above which departing frames are marked")
+	rpcRate := fs.Float64("rpc-rate", 0, "RPCs started per second on a fixed schedule (open loop: the RPCs' bytes per second are the same at every gamma; each RPC's time counts from its scheduled start); 0: one RPC after another (closed loop)")
 	size := fs.Int("size", 1024, "RPC request and response bytes")
 	n := fs.Int("n", 2000, "measured RPCs per gamma")
 	rounds := fs.Int("rounds", 4, "turns per gamma the RPCs are split into")
@@ -72,7 +76,7 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 	if fs.NArg() > 0 {
 		return hullOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := hullOpts{link: int64(link), phantom: *phantom, size: *size, n: *n, rounds: *rounds, rto: *rto, hostQ: *hostQ, json: *asJSON}
+	o := hullOpts{link: int64(link), phantom: *phantom, pqBytes: *pqBytes, rpcRate: *rpcRate, size: *size, n: *n, rounds: *rounds, rto: *rto, hostQ: *hostQ, json: *asJSON}
 	for _, g := range strings.Split(*gammas, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(g), 64)
 		if err != nil || v <= 0 || v > 1 {
@@ -85,6 +89,10 @@ func parseHULLFlags(args []string) (hullOpts, error) {
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.link)
 	case o.phantom < 0 || o.phantom > 1:
 		return o, fmt.Errorf("--phantom-gamma %v: want 0..1", o.phantom)
+	case o.pqBytes < 1 || o.pqBytes > 1<<20:
+		return o, fmt.Errorf("--phantom-threshold %d: want 1..1MiB", o.pqBytes)
+	case !(o.rpcRate >= 0 && o.rpcRate <= 1e6):
+		return o, fmt.Errorf("--rpc-rate %v: want 0..1e6", o.rpcRate)
 	case o.size < 1 || o.size > 64<<10:
 		return o, fmt.Errorf("--size %d: want 1..64KiB", o.size)
 	case o.hostQ < 0 || o.hostQ > 100000:
@@ -105,6 +113,10 @@ type hullResult struct {
 	// during the RPCs; BulkFraction is it over the link rate.
 	BulkMbps     float64 `json:"bulk_mbps"`
 	BulkFraction float64 `json:"bulk_fraction_of_link"`
+	// RPCMbps is the median over the turns of the RPC responses' payload
+	// into host 0 during the RPCs: the bytes that share the link with the
+	// bulk (closed loop: more when RPCs are faster).
+	RPCMbps float64 `json:"rpc_response_mbps"`
 	// The switch over the RPC windows: phantom queue marks and NDP trims at
 	// host 0's port, and the most NDP data frames queued there at once.
 	PhantomMarks uint64 `json:"phantom_marks"`
@@ -151,9 +163,9 @@ func runHULL(args []string) error {
 		return printJSON(out)
 	}
 	fmt.Printf("HULL on ndpswitch: %s\n", out.Setup)
-	fmt.Printf("%-6s %9s %9s %9s %10s %9s %13s %8s %9s %10s\n", "gamma", "rpc_p50us", "rpc_p90us", "rpc_p99us", "bulk_Mb/s", "fraction", "phantom_marks", "trimmed", "max_data", "mean_ahead")
+	fmt.Printf("%-6s %9s %9s %9s %10s %9s %9s %13s %8s %9s %10s\n", "gamma", "rpc_p50us", "rpc_p90us", "rpc_p99us", "bulk_Mb/s", "fraction", "rpc_Mb/s", "phantom_marks", "trimmed", "max_data", "mean_ahead")
 	for _, r := range out.Results {
-		fmt.Printf("%-6.3g %9.0f %9.0f %9.0f %10.1f %9.3f %13d %8d %9d %10.2f\n", r.Gamma, r.RPC.P50us, r.RPC.P90us, r.RPC.P99us, r.BulkMbps, r.BulkFraction, r.PhantomMarks, r.Trimmed, r.MaxDataDepth, r.MeanDataAhead)
+		fmt.Printf("%-6.3g %9.0f %9.0f %9.0f %10.1f %9.3f %9.2f %13d %8d %9d %10.2f\n", r.Gamma, r.RPC.P50us, r.RPC.P90us, r.RPC.P99us, r.BulkMbps, r.BulkFraction, r.RPCMbps, r.PhantomMarks, r.Trimmed, r.MaxDataDepth, r.MeanDataAhead)
 	}
 	for _, r := range out.Results {
 		r.Receiver.print(os.Stdout, fmt.Sprintf("gamma %.3g receiver", r.Gamma))
@@ -167,20 +179,25 @@ func runHULL(args []string) error {
 
 func hullTestbed(o hullOpts) (hullOutput, error) {
 	out := hullOutput{LinkBps: o.link, PhantomGamma: o.phantom, Size: o.size, CPUs: runtime.NumCPU()}
-	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (Ethernet wire bytes, 8-packet NDP queues, phantom queue at %.2f x link marking above 1 KB, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
-		formatRate(float64(o.link)), o.phantom, o.size, o.n, o.rounds, o.rto, o.hostQ)
+	load := "one after another"
+	if o.rpcRate > 0 {
+		load = fmt.Sprintf("started at %g per second, timed from the scheduled start", o.rpcRate)
+	}
+	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (Ethernet wire bytes, 8-packet NDP queues, phantom queue at %.2f x link marking above %d bytes, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %s, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
+		formatRate(float64(o.link)), o.phantom, o.pqBytes, o.size, load, o.n, o.rounds, o.rto, o.hostQ)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
 	}
 	defer tb.Close()
 	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 3, Switch: softswitch.Config{Rate: o.link, HostQueue: o.hostQ, FrameOverhead: ndp.WireOverhead,
-		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link), PhantomThreshold: 1000}}})
+		Fabric: fabric.Config{PhantomRate: o.phantom * float64(o.link), PhantomThreshold: o.pqBytes}}})
 	if err != nil {
 		return out, err
 	}
 	rtts := make([][]time.Duration, len(o.gammas))
 	bulk := make([][]float64, len(o.gammas))
+	rpcRate := make([][]float64, len(o.gammas))
 	res := make([]hullResult, len(o.gammas))
 	ahead, departures := make([]uint64, len(o.gammas)), make([]uint64, len(o.gammas))
 	for r := 0; r < o.rounds; r++ {
@@ -195,6 +212,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 			}
 			rtts[gi] = append(rtts[gi], t.rtts...)
 			bulk[gi] = append(bulk[gi], t.bulkMbps)
+			rpcRate[gi] = append(rpcRate[gi], t.rpcMbps)
 			p := t.sw.Ports[0]
 			res[gi].PhantomMarks += p.NDP.PhantomMarks
 			res[gi].Trimmed += p.NDP.Trimmed
@@ -208,6 +226,8 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	}
 	for gi, g := range o.gammas {
 		sort.Float64s(bulk[gi])
+		sort.Float64s(rpcRate[gi])
+		res[gi].RPCMbps = rpcRate[gi][len(rpcRate[gi])/2]
 		res[gi].Gamma = g
 		res[gi].RPC = summarize("ndp", rtts[gi], 0, "")
 		res[gi].BulkMbps = bulk[gi][len(bulk[gi])/2]
@@ -232,6 +252,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 type hullTurnResult struct {
 	rtts             []time.Duration
 	bulkMbps         float64
+	rpcMbps          float64
 	sw               softswitch.Stats
 	receiver, sender ndpCounters
 }
@@ -340,26 +361,10 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) (hullTurn
 	recv0, send0 := stackCounters(stacks[0]), stackCounters(stacks[2])
 	b0, t0 := got.Load(), time.Now()
 	rpcAddr := sockapi.Addr{IP: star.Hosts[1].Link.Addr.Addr(), Port: rpcNDPPort}
-	req, buf := make([]byte, o.size), make([]byte, o.size)
-	rtts := make([]time.Duration, 0, n)
-	var rpcErr error
-	for i := 0; i < n; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		s := time.Now()
-		m, err := stacks[0].CallInto(ctx, rpcAddr, req, buf)
-		d := time.Since(s)
-		cancel()
-		if err == nil && m != o.size {
-			err = fmt.Errorf("RPC %d: %d-byte response, want %d", i, m, o.size)
-		}
-		if err != nil {
-			rpcErr = err
-			break
-		}
-		rtts = append(rtts, d)
-	}
+	rtts, rpcErr := hullRPCs(stacks[0], rpcAddr, o, n)
 	b1, t1 := got.Load(), time.Now()
 	res := hullTurnResult{rtts: rtts, bulkMbps: float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6,
+		rpcMbps:  float64(len(rtts)*o.size) * 8 / t1.Sub(t0).Seconds() / 1e6,
 		receiver: stackCounters(stacks[0]).sub(recv0), sender: stackCounters(stacks[2]).sub(send0)}
 	time.Sleep(5 * time.Millisecond) // the switch publishes within a millisecond
 	res.sw = star.Switch.Stats().Sub(before)
@@ -369,4 +374,66 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) (hullTurn
 		return zero, err
 	}
 	return res, nil
+}
+
+// hullMaxInFlight bounds the open-loop RPCs outstanding at once; a start
+// that finds them all busy waits, and its RPC's time still counts from its
+// scheduled start.
+const hullMaxInFlight = 64
+
+// hullRPCs runs n RPCs from s to addr: one after another, or (--rpc-rate)
+// started on a fixed schedule, each timed from its scheduled start.
+func hullRPCs(s *sockapi.Stack, addr sockapi.Addr, o hullOpts, n int) ([]time.Duration, error) {
+	call := func(i int, req, buf []byte) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m, err := s.CallInto(ctx, addr, req, buf)
+		if err == nil && m != o.size {
+			err = fmt.Errorf("RPC %d: %d-byte response, want %d", i, m, o.size)
+		}
+		return err
+	}
+	rtts := make([]time.Duration, 0, n)
+	if o.rpcRate == 0 {
+		req, buf := make([]byte, o.size), make([]byte, o.size)
+		for i := 0; i < n; i++ {
+			start := time.Now()
+			if err := call(i, req, buf); err != nil {
+				return rtts, err
+			}
+			rtts = append(rtts, time.Since(start))
+		}
+		return rtts, nil
+	}
+	type bufs struct{ req, buf []byte }
+	free := make(chan bufs, hullMaxInFlight)
+	for range hullMaxInFlight {
+		free <- bufs{make([]byte, o.size), make([]byte, o.size)}
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	interval := time.Duration(float64(time.Second) / o.rpcRate)
+	begin := time.Now()
+	for i := 0; i < n; i++ {
+		at := begin.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(at))
+		b := <-free
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := call(i, b.req, b.buf)
+			d := time.Since(at)
+			free <- b
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			rtts = append(rtts, d)
+		}()
+	}
+	wg.Wait()
+	return rtts, errors.Join(errs...)
 }

@@ -11,7 +11,14 @@ func TestParseHULLFlags(t *testing.T) {
 	if err != nil || len(o.gammas) != 2 || o.gammas[1] != 0.9 || o.link != 1e9 || o.rto <= 0 {
 		t.Fatalf("%+v, %v", o, err)
 	}
-	for _, args := range [][]string{{"--gamma", "1.2"}, {"--gamma", "x"}, {"--phantom-gamma", "2"}, {"--n", "1", "--rounds", "2"}, {"--size", "0"}, {"extra"}} {
+	if o.rpcRate != 0 || o.pqBytes != 1000 {
+		t.Errorf("defaults: rpc rate %v, phantom threshold %d; want 0 (closed loop) and 1000", o.rpcRate, o.pqBytes)
+	}
+	if o, err := parseHULLFlags([]string{"--rpc-rate", "20", "--phantom-threshold", "3000"}); err != nil || o.rpcRate != 20 || o.pqBytes != 3000 {
+		t.Errorf("--rpc-rate 20 --phantom-threshold 3000: %+v, %v", o, err)
+	}
+	for _, args := range [][]string{{"--gamma", "1.2"}, {"--gamma", "x"}, {"--phantom-gamma", "2"}, {"--n", "1", "--rounds", "2"}, {"--size", "0"}, {"extra"},
+		{"--rpc-rate", "-1"}, {"--rpc-rate", "NaN"}, {"--phantom-threshold", "0"}} {
 		if _, err := parseHULLFlags(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}
@@ -22,7 +29,13 @@ func TestParseHULLFlags(t *testing.T) {
 // every RPC answered, the bulk flowing, the result rows filled.
 func TestHULLTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
-	o, err := parseHULLFlags([]string{"--link", "200M", "--n", "40", "--rounds", "1"})
+	for _, loop := range []string{"0", "200"} {
+		t.Run("rpc-rate="+loop, func(t *testing.T) { hullTestbedCheck(t, loop) })
+	}
+}
+
+func hullTestbedCheck(t *testing.T, rpcRate string) {
+	o, err := parseHULLFlags([]string{"--link", "200M", "--n", "40", "--rounds", "1", "--rpc-rate", rpcRate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +47,7 @@ func TestHULLTestbed(t *testing.T) {
 		t.Fatalf("%+v", out)
 	}
 	for _, r := range out.Results {
-		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 {
+		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 || r.RPCMbps <= 0 {
 			t.Errorf("gamma %v: %+v", r.Gamma, r)
 		}
 		// The switch saw the bulk and the responses at host 0's port, and
