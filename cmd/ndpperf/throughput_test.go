@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 
@@ -82,6 +83,12 @@ func TestThroughputTestbed(t *testing.T) {
 	for _, r := range out.Runs {
 		if !r.Verified || r.Bytes != size || r.Seconds <= 0 || r.Mbps <= 0 {
 			t.Errorf("%+v", r)
+		}
+		// Moving and hashing 8 MiB takes the process at least a few ms
+		// of CPU, and no more CPU time than the machine's CPUs have in the run's
+		// wall time plus the dial's and the stacks' opening.
+		if r.CPUMs < 1 || r.CPUMs > float64(runtime.NumCPU())*1000*(r.Seconds+5) {
+			t.Errorf("%s: process CPU %.1f ms over a %.3f s run", r.Transport, r.CPUMs, r.Seconds)
 		}
 	}
 	if out.NDPOverTCP <= 0 || out.NDPOverPullRate <= 0 {
