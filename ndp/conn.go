@@ -29,6 +29,10 @@ type connState struct {
 	peerEntropy   uint16
 	peerEntropyOK bool
 
+	// stale: in the Endpoint's pool with its last connection's state;
+	// reset before reuse (HandleIdle or allocConn, whichever comes first)
+	stale bool
+
 	dialer   bool
 	inTable  bool // reachable through the connection table
 	closed   bool // finished (cleanly or not); EventClosed queued

@@ -126,3 +126,34 @@ func TestHandleIdleTrimsTimeWait(t *testing.T) {
 		t.Fatalf("idle trim of expired entries counted %d evictions", got-ev)
 	}
 }
+
+// TestHandleIdleResetsPooledConn: a released connection goes back to the
+// pool stale; an idle call resets the one the next Dial takes, and that
+// Dial does not reset it again (it gets what a reset gives either way).
+func TestHandleIdleResetsPooledConn(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	h, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := a.conn(h)
+	if c.snd.nxtSeq == 0 {
+		t.Fatal("dialed conn has no initial sequence number")
+	}
+	a.Abort(h, 1)
+	a.Release(h)
+	if top := a.pool[len(a.pool)-1]; top != c || !c.stale || !c.closed {
+		t.Fatalf("released conn: pool top %p (want %p), stale %v, closed %v", top, c, c.stale, c.closed)
+	}
+	a.HandleIdle(2)
+	if c.stale || c.closed || c.key != (connKey{}) || c.snd.nxtSeq != 0 || c.heapIdx != -1 {
+		t.Fatalf("after HandleIdle: stale %v closed %v key %v nxtSeq %d heapIdx %d", c.stale, c.closed, c.key, c.snd.nxtSeq, c.heapIdx)
+	}
+	h2, err := a.Dial(addrOf(b, 80), DialOptions{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.conn(h2) != c || c.closed || c.stale {
+		t.Fatalf("Dial after HandleIdle: conn %p (want the pooled %p), closed %v", a.conn(h2), c, c.closed)
+	}
+}

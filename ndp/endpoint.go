@@ -138,7 +138,9 @@ func (e *Endpoint) allocConn() (*conn, error) {
 	if n := len(e.pool); n > 0 {
 		c = e.pool[n-1]
 		e.pool = e.pool[:n-1]
-		c.reset()
+		if c.stale {
+			c.reset()
+		}
 	} else {
 		c = newConn(&e.cfg, false)
 	}
@@ -175,6 +177,7 @@ func (e *Endpoint) recycle(c *conn) {
 		e.gens[c.idx] = 1
 	}
 	e.freeSlots = append(e.freeSlots, c.idx)
+	c.stale = true
 	e.pool = append(e.pool, c)
 	e.nActive--
 }

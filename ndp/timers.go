@@ -29,19 +29,26 @@ func (e *Endpoint) HandleTimers(now Time) {
 const idleTrimBatch = 2
 
 // HandleIdle does work that can wait for a moment with nothing to receive;
-// the host calls it from a poll that received no frame. While time-wait
-// holds more than 15/16 of Config.MaxTimeWait it evicts the oldest entries
-// (at most idleTrimBatch a call, counted in Stats.TimeWaitEvicted unless
-// expired), so a connection that closes finds room in the ring instead of
-// evicting the oldest entry itself: that eviction's probe of a long-unused
-// table slot (a cache miss) then falls in an idle poll rather than between
-// a frame's arrival and its answer. Without HandleIdle calls (the
-// simulator) time-wait evicts at close once full, as it always does when
-// no idle poll came in time.
+// the host calls it from a poll that received no frame, so the work falls
+// in a wait rather than between a frame's arrival and its answer:
+//   - While time-wait holds more than 15/16 of Config.MaxTimeWait it evicts
+//     the oldest entries (at most idleTrimBatch a call, counted in
+//     Stats.TimeWaitEvicted unless expired), so a connection that closes
+//     finds room in the ring instead of evicting the oldest entry itself
+//     (a probe of a long-unused table slot: a cache miss).
+//   - It resets the pooled connection the next Dial or accept takes (the
+//     pool's top; its 2.4 KB of state cleared), so that one starts clean.
+//
+// Without HandleIdle calls (the simulator) both happen where they are
+// needed: time-wait evicts at close once full, and a stale pooled
+// connection is reset when it is taken.
 func (e *Endpoint) HandleIdle(now Time) {
 	if keep := e.cfg.MaxTimeWait - e.cfg.MaxTimeWait/16; e.tw.n > keep {
 		e.now = max(e.now, now)
 		e.stats.TimeWaitEvicted += uint64(e.tw.trim(e.now, keep, idleTrimBatch))
+	}
+	if n := len(e.pool); n > 0 && e.pool[n-1].stale {
+		e.pool[n-1].reset()
 	}
 }
 
