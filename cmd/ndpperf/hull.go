@@ -32,7 +32,11 @@ import (
 // threshold); NDP does not react to the marks, which count how often the
 // link ran without headroom. The bulk rate is the receiver's bytes over the
 // RPC window. The gammas take turns (--rounds), each turn with fresh stacks,
-// so load on the shared machine hits them alike.
+// so load on the shared machine hits them alike. A turn in which the
+// switch's thread ran late enough to lose link time (the process not
+// scheduled for more than its catch-up) holds every queued frame that long;
+// the RPCs of the turns without such a stall are summarized apart, since
+// their tail is the fabric's and not the machine's.
 
 func init() {
 	register(&subcommand{
@@ -132,6 +136,16 @@ type hullResult struct {
 	// RPC client) and host 2 (bulk sender).
 	Receiver ndpCounters `json:"receiver"`
 	Sender   ndpCounters `json:"bulk_sender"`
+	// Server is host 1's (the RPC server's) counters over the same windows.
+	Server ndpCounters `json:"rpc_server"`
+	// SwitchLostMs is the link time the switch's ports lost over the RPC
+	// windows because its thread ran more than its catch-up late (the
+	// process was not scheduled): everything queued waited that long.
+	// StallFreeTurns counts the turns in which it lost none, and
+	// RPCStallFree is the RPCs of those turns alone.
+	SwitchLostMs   float64        `json:"switch_lost_ms"`
+	StallFreeTurns int            `json:"stall_free_turns"`
+	RPCStallFree   *latencyResult `json:"rpc_stall_free,omitempty"`
 }
 
 type hullOutput struct {
@@ -139,11 +153,13 @@ type hullOutput struct {
 	PhantomGamma float64      `json:"phantom_gamma"`
 	Size         int          `json:"size_bytes"`
 	Results      []hullResult `json:"results"`
-	// Last over first --gamma: RPC p99 and bulk rate.
-	P99Ratio  float64 `json:"p99_ratio,omitempty"`
-	BulkRatio float64 `json:"bulk_ratio,omitempty"`
-	CPUs      int     `json:"cpus"`
-	Setup     string  `json:"setup"`
+	// Last over first --gamma: RPC p99 and bulk rate, and the p99 over the
+	// turns in which the switch lost no link time.
+	P99Ratio          float64 `json:"p99_ratio,omitempty"`
+	BulkRatio         float64 `json:"bulk_ratio,omitempty"`
+	P99RatioStallFree float64 `json:"p99_ratio_stall_free,omitempty"`
+	CPUs              int     `json:"cpus"`
+	Setup             string  `json:"setup"`
 }
 
 func runHULL(args []string) error {
@@ -170,9 +186,21 @@ func runHULL(args []string) error {
 	for _, r := range out.Results {
 		r.Receiver.print(os.Stdout, fmt.Sprintf("gamma %.3g receiver", r.Gamma))
 		r.Sender.print(os.Stdout, fmt.Sprintf("gamma %.3g bulk sender", r.Gamma))
+		r.Server.print(os.Stdout, fmt.Sprintf("gamma %.3g rpc server", r.Gamma))
+	}
+	for _, r := range out.Results {
+		fmt.Printf("gamma %.3g: the switch lost %.1f ms of link time to late passes; %d of %d turns lost none", r.Gamma, r.SwitchLostMs, r.StallFreeTurns, o.rounds)
+		if l := r.RPCStallFree; l != nil {
+			fmt.Printf(", their %d RPCs: p50 %.0f us, p99 %.0f us", l.N, l.P50us, l.P99us)
+		}
+		fmt.Println()
 	}
 	if out.P99Ratio > 0 {
-		fmt.Printf("last / first gamma: rpc p99 %.2f, bulk %.3f\n", out.P99Ratio, out.BulkRatio)
+		fmt.Printf("last / first gamma: rpc p99 %.2f, bulk %.3f", out.P99Ratio, out.BulkRatio)
+		if out.P99RatioStallFree > 0 {
+			fmt.Printf(", rpc p99 over turns without switch stalls %.2f", out.P99RatioStallFree)
+		}
+		fmt.Println()
 	}
 	return nil
 }
@@ -196,6 +224,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 		return out, err
 	}
 	rtts := make([][]time.Duration, len(o.gammas))
+	calm := make([][]time.Duration, len(o.gammas)) // turns without switch stalls
 	bulk := make([][]float64, len(o.gammas))
 	rpcRate := make([][]float64, len(o.gammas))
 	res := make([]hullResult, len(o.gammas))
@@ -211,6 +240,15 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 				return out, fmt.Errorf("gamma %v turn %d: %w", g, r+1, err)
 			}
 			rtts[gi] = append(rtts[gi], t.rtts...)
+			var lost uint64
+			for _, p := range t.sw.Ports {
+				lost += p.LostNs
+			}
+			res[gi].SwitchLostMs += float64(lost) / 1e6
+			if lost == 0 {
+				res[gi].StallFreeTurns++
+				calm[gi] = append(calm[gi], t.rtts...)
+			}
 			bulk[gi] = append(bulk[gi], t.bulkMbps)
 			rpcRate[gi] = append(rpcRate[gi], t.rpcMbps)
 			p := t.sw.Ports[0]
@@ -222,6 +260,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 			departures[gi] += p.NDP.Departures
 			res[gi].Receiver = res[gi].Receiver.add(t.receiver)
 			res[gi].Sender = res[gi].Sender.add(t.sender)
+			res[gi].Server = res[gi].Server.add(t.server)
 		}
 	}
 	for gi, g := range o.gammas {
@@ -230,6 +269,10 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 		res[gi].RPCMbps = rpcRate[gi][len(rpcRate[gi])/2]
 		res[gi].Gamma = g
 		res[gi].RPC = summarize("ndp", rtts[gi], 0, "")
+		if len(calm[gi]) > 0 {
+			l := summarize("ndp", calm[gi], 0, "")
+			res[gi].RPCStallFree = &l
+		}
 		res[gi].BulkMbps = bulk[gi][len(bulk[gi])/2]
 		res[gi].BulkFraction = res[gi].BulkMbps * 1e6 / float64(o.link)
 		if res[gi].NDPArrivals > 0 {
@@ -243,6 +286,9 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	if first, last := res[0], res[len(res)-1]; len(res) > 1 && first.RPC.P99us > 0 && first.BulkMbps > 0 {
 		out.P99Ratio = last.RPC.P99us / first.RPC.P99us
 		out.BulkRatio = last.BulkMbps / first.BulkMbps
+		if first.RPCStallFree != nil && last.RPCStallFree != nil && first.RPCStallFree.P99us > 0 {
+			out.P99RatioStallFree = last.RPCStallFree.P99us / first.RPCStallFree.P99us
+		}
 	}
 	return out, nil
 }
@@ -255,6 +301,7 @@ type hullTurnResult struct {
 	rpcMbps          float64
 	sw               softswitch.Stats
 	receiver, sender ndpCounters
+	server           ndpCounters
 }
 
 // hullTurn opens the three stacks with pull rate gamma x link, starts the bulk
@@ -358,14 +405,14 @@ func hullTurn(star *softswitch.Star, o hullOpts, gamma float64, n int) (hullTurn
 	}
 	time.Sleep(20 * time.Millisecond)
 	before := star.Switch.Stats()
-	recv0, send0 := stackCounters(stacks[0]), stackCounters(stacks[2])
+	recv0, send0, srv0 := stackCounters(stacks[0]), stackCounters(stacks[2]), stackCounters(stacks[1])
 	b0, t0 := got.Load(), time.Now()
 	rpcAddr := sockapi.Addr{IP: star.Hosts[1].Link.Addr.Addr(), Port: rpcNDPPort}
 	rtts, rpcErr := hullRPCs(stacks[0], rpcAddr, o, n)
 	b1, t1 := got.Load(), time.Now()
 	res := hullTurnResult{rtts: rtts, bulkMbps: float64(b1-b0) * 8 / t1.Sub(t0).Seconds() / 1e6,
 		rpcMbps:  float64(len(rtts)*o.size) * 8 / t1.Sub(t0).Seconds() / 1e6,
-		receiver: stackCounters(stacks[0]).sub(recv0), sender: stackCounters(stacks[2]).sub(send0)}
+		receiver: stackCounters(stacks[0]).sub(recv0), sender: stackCounters(stacks[2]).sub(send0), server: stackCounters(stacks[1]).sub(srv0)}
 	time.Sleep(5 * time.Millisecond) // the switch publishes within a millisecond
 	res.sw = star.Switch.Stats().Sub(before)
 	stop.Store(true)

@@ -47,13 +47,18 @@ func hullTestbedCheck(t *testing.T, rpcRate string) {
 		t.Fatalf("%+v", out)
 	}
 	for _, r := range out.Results {
-		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 || r.RPCMbps <= 0 {
+		if r.RPC.N != 40 || r.RPC.P99us <= 0 || r.BulkMbps <= 0 || r.RPCMbps <= 0 || r.SwitchLostMs < 0 {
 			t.Errorf("gamma %v: %+v", r.Gamma, r)
 		}
 		// The switch saw the bulk and the responses at host 0's port, and
 		// the stacks' counters cover the same window.
-		if r.NDPArrivals == 0 || r.Receiver.DataIn == 0 || r.Sender.PulledOut == 0 || r.Receiver.PullsOut == 0 {
+		if r.NDPArrivals == 0 || r.Receiver.DataIn == 0 || r.Sender.PulledOut == 0 || r.Receiver.PullsOut == 0 || r.Server.DataOut == 0 {
 			t.Errorf("gamma %v: counters %+v", r.Gamma, r)
+		}
+		// The turn's RPCs count as stall-free exactly when the switch lost
+		// no link time in it.
+		if (r.StallFreeTurns == 1) != (r.RPCStallFree != nil) || (r.StallFreeTurns == 1) != (r.SwitchLostMs == 0) {
+			t.Errorf("gamma %v: %d stall-free turns, lost %.1f ms, stall-free RPCs %+v", r.Gamma, r.StallFreeTurns, r.SwitchLostMs, r.RPCStallFree)
 		}
 	}
 }
