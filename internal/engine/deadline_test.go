@@ -122,3 +122,42 @@ func TestNextDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestRTTSampleAtReceiveClock: a poll handles the frames it receives at a
+// clock read taken after receiving them, not at its caller's older now (an
+// afterCallUnlock poll after the kick runs at the call's now; a spinner may
+// be descheduled between its clock read and its poll). The ACK here comes
+// back 300 µs after the request left and is polled with the send's now: the
+// sample must be the 300 µs, not 0.
+func TestRTTSampleAtReceiveClock(t *testing.T) {
+	a, b, clk := deadlinePair(t)
+	if _, err := b.Listen(7, 0); err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := clk.now()
+	if _, err := c.Write([]byte("hello"), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(30 * time.Microsecond)
+	b.Poll() // takes the request in and holds its ACK for an answer
+	clk.add(270 * time.Microsecond)
+	b.Poll() // no answer within AckHold: the ACK leaves as a frame
+	if got := b.Stats().Endpoint.AcksOut; got == 0 {
+		t.Fatalf("B sent no ACK frame (AcksOut %d)", got)
+	}
+	a.mu.Lock()
+	a.pollLocked(sent) // the caller's clock read, older than the ACK
+	a.unlock()
+	st := a.Stats().Endpoint
+	if st.RTTSamples != 1 {
+		t.Fatalf("RTT samples %d, want 1", st.RTTSamples)
+	}
+	// 300 µs lies in bucket [256, 512) µs: index 9.
+	if st.RTTHist[0] != 0 || st.RTTHist[9] != 1 {
+		t.Fatalf("RTT histogram %v: want the one sample in bucket 9 ([256, 512) µs), none below 1 µs", st.RTTHist)
+	}
+}

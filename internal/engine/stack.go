@@ -275,6 +275,17 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 	n := s.link.Receive(s.rx)
 	if n > 0 {
 		work = true
+		// The frames are handled at a clock read taken after they
+		// were received, not at the caller's: that read may precede
+		// the frames' arrival (an afterCallUnlock poll after the kick
+		// runs at the call's now, a spinner or sleeper descheduled
+		// between its read and this poll), and an ACK handled at it
+		// gave an RTT sample of 0 µs (the peer answered during the
+		// kick) or a sample that missed the local delay. One read
+		// per batch that received frames; a poll that finds nothing
+		// keeps the caller's now (19b9687: a goroutine driving both
+		// stacks must not time out what it has not let the peer see).
+		now = max(now, s.clock())
 		if s.cfg.Capture != nil {
 			s.cfg.Capture.Frames(s.rx[:n], capture.RX)
 		}
