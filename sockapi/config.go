@@ -66,6 +66,10 @@ type Config struct {
 	Gamma float64
 	// Policy is the pull scheduling policy. Zero is PolicyFair.
 	Policy Policy
+	// PullBatch is how many pull slots one PULL release covers
+	// (engine.Config.PullBatch): the PULLs of the next PullBatch-1 slots
+	// leave with the one that is due, in one transmit kick. Zero means 8.
+	PullBatch int
 	// MTU is the IPv4 MTU. Zero means the interface MTU (1500 for OpenPipe).
 	MTU int
 	// IW is the first-RTT window in packets. Zero means ndp.DefaultIW(MTU):
@@ -163,6 +167,7 @@ func (c *Config) engineConfig(link engine.Link, res engine.Resolver) (engine.Con
 		LinkRate:     c.LinkRate,
 		Gamma:        c.Gamma,
 		Policy:       pol,
+		PullBatch:    c.PullBatch,
 		Mode:         mode,
 		Spin:         c.Spin,
 		MaxSpin:      c.MaxSpin,

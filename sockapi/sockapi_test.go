@@ -235,3 +235,23 @@ func TestDeadlineUnmeetable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// PullBatch reaches the engine (zero: the engine's default), and one outside
+// the engine's range fails Open.
+func TestPullBatchConfig(t *testing.T) {
+	a, b := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	for _, tc := range []struct{ set, want int }{{0, 8}, {1, 1}, {4, 4}} {
+		sa, sb, err := OpenPipe(Config{PullBatch: tc.set}, a, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sa.b.(*embedded).s.Config().PullBatch; got != tc.want {
+			t.Errorf("PullBatch %d: engine has %d, want %d", tc.set, got, tc.want)
+		}
+		sa.Close()
+		sb.Close()
+	}
+	if _, _, err := OpenPipe(Config{PullBatch: 17}, a, b); err == nil {
+		t.Error("PullBatch 17 (above PullBurst 16): no error")
+	}
+}

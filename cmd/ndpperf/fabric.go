@@ -22,6 +22,7 @@ type fabricFlags struct {
 	personality string        // --fabric switch: "ndp" or "commodity"
 	hostQueue   int           // --fabric switch: host NIC queue in frames (0: no NIC links)
 	tick        time.Duration // --fabric switch: the switch loop's sleep between busy passes (softswitch.Config.Tick)
+	pullBatch   int           // the NDP stacks' PullBatch (0: the stacks' default)
 }
 
 // fabricFlagValues holds the flag values until parse turns them into a
@@ -32,6 +33,7 @@ type fabricFlagValues struct {
 	personality *string
 	hostQueue   *int
 	tick        *time.Duration
+	pullBatch   *int
 	own         string
 }
 
@@ -46,6 +48,7 @@ func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string) fabricFlagValues
 	v.hostQueue = fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	v.personality = fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
 	v.tick = fs.Duration("switch-tick", 0, "--fabric switch: while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long; saves the switch CPU on a loaded host, costs time on a quiet one); 0: it polls again at once")
+	v.pullBatch = fs.Int("pull-batch", 0, "the NDP stacks' pull batch: PULL slots one release covers, sent in one kick (0: the stacks' default)")
 	return v
 }
 
@@ -54,12 +57,13 @@ func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string) fabricFlagValues
 func (v fabricFlagValues) parse(fs *flag.FlagSet, rate *int64) (fabricFlags, error) {
 	switch *v.fabric {
 	case v.own:
-		return fabricFlags{}, nil
+		f := fabricFlags{pullBatch: *v.pullBatch}
+		return f, f.validate()
 	case "switch":
 	default:
 		return fabricFlags{}, fmt.Errorf("--fabric %q: want %s or switch", *v.fabric, v.own)
 	}
-	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue, tick: *v.tick}
+	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue, tick: *v.tick, pullBatch: *v.pullBatch}
 	rateSet := false
 	fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "rate" })
 	if !rateSet && rate != nil {
@@ -69,6 +73,9 @@ func (v fabricFlagValues) parse(fs *flag.FlagSet, rate *int64) (fabricFlags, err
 }
 
 func (f fabricFlags) validate() error {
+	if f.pullBatch < 0 || f.pullBatch > 16 {
+		return fmt.Errorf("--pull-batch %d: want 0..16", f.pullBatch)
+	}
 	if f.fabric != "switch" {
 		return nil
 	}

@@ -19,6 +19,11 @@ func TestParseFabricFlags(t *testing.T) {
 	if o, err := parseThroughputFlags(nil); err != nil || o.on() || o.rto() != 0 || o.commodityTrim().TrimDSCPs != nil {
 		t.Errorf("default: %+v, %v (want the veth pair)", o, err)
 	}
+	for _, args := range [][]string{{"--pull-batch", "2"}, {"--fabric", "switch", "--pull-batch", "2"}} {
+		if o, err := parseIncastFlags(args); err != nil || o.pullBatch != 2 {
+			t.Errorf("incast %q: pull batch %d, %v", args, o.pullBatch, err)
+		}
+	}
 	p, err := parsePriorityFlags([]string{"--fabric", "switch", "--link", "1G"})
 	if err != nil || !p.on() || p.rate != 1e9 {
 		t.Errorf("priority --fabric switch --link 1G: %+v, %v", p, err)
@@ -36,6 +41,8 @@ func TestParseFabricFlags(t *testing.T) {
 		{throughputParse, []string{"--fabric", "switch", "--mode", "daemon"}, "--mode daemon"},
 		{priorityParse, []string{"--fabric", "veth"}, "want bridge or switch"},
 		{incastParse, []string{"--fabric", "switch", "--personality", "x"}, "--personality"},
+		{incastParse, []string{"--fabric", "switch", "--pull-batch", "17"}, "--pull-batch"},
+		{priorityParse, []string{"--pull-batch", "-1"}, "--pull-batch"},
 	} {
 		if err := tc.parse(tc.args); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%q: error %v, want one containing %q", tc.args, err, tc.wantErr)

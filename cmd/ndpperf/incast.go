@@ -337,7 +337,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		}
 	}()
 	for i, h := range hosts {
-		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), Spin: spin, IW: o.iw()}
+		cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), Spin: spin, IW: o.iw(), PullBatch: o.pullBatch}
 		if i > 0 && size > incastDefaultSendBuffer {
 			// A server's send buffer holds its whole response, so its
 			// Reply returns at once instead of waking for every ACK that

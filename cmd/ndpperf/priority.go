@@ -386,7 +386,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 	}()
 	// host opens a stack on host i.
 	host := func(i int, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
-		cfg.CommodityTrim, cfg.RTO, cfg.IW = o.commodityTrim(), o.rto(), o.iw()
+		cfg.CommodityTrim, cfg.RTO, cfg.IW, cfg.PullBatch = o.commodityTrim(), o.rto(), o.iw(), o.pullBatch
 		s, err := openStack(hosts[i].ns, hosts[i].link.Name, cfg)
 		if err != nil {
 			return nil, netip.Addr{}, err

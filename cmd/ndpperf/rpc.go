@@ -452,7 +452,7 @@ func newNDPRPC(pair *testbed.Pair, o rpcOpts) (*ndpRPC, error) {
 	r := &ndpRPC{addr: sockapi.Addr{IP: v.B.Addr.Addr(), Port: rpcNDPPort},
 		req: make([]byte, o.size), resp: make([]byte, o.size), ebuf: make([]byte, o.size), poll: o.poll}
 	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
-		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim(), IW: o.iw()}
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollBusy, NoBackgroundPoller: true, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim(), IW: o.iw(), PullBatch: o.pullBatch}
 		if o.pcap != "" {
 			cfg.CaptureFile = filepath.Join(o.pcap, capture)
 		}
@@ -571,7 +571,7 @@ func newNDPConnRPC(pair *testbed.Pair, o rpcOpts) (*ndpConnRPC, error) {
 	k := max(o.clients, 1)
 	r := &ndpConnRPC{poll: o.poll, req: rpcBuffers(k, o.size), resp: rpcBuffers(k, o.size), ebuf: rpcBuffers(k, o.size)}
 	open := func(ns *testbed.Namespace, ifname string, ip netip.Addr, capture string) (*sockapi.Stack, error) {
-		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim(), IW: o.iw()}
+		cfg := sockapi.Config{Address: ip, PollMode: sockapi.PollAdaptive, Spin: o.spin, LinkRate: o.rate, RTO: o.rto(), CommodityTrim: o.commodityTrim(), IW: o.iw(), PullBatch: o.pullBatch}
 		if o.poll == "busy" {
 			cfg.PollMode = sockapi.PollBusy
 		}

@@ -458,7 +458,7 @@ func finishRun(name string, start time.Time, got received, size int64, sum [32]b
 }
 
 func throughputNDP(pair *testbed.Pair, o throughputOpts, payload []byte, sum [32]byte) (throughputRun, error) {
-	cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), RTO: o.rto(), IW: o.iw()}
+	cfg := sockapi.Config{LinkRate: o.rate, CommodityTrim: o.commodityTrim(), RTO: o.rto(), IW: o.iw(), PullBatch: o.pullBatch}
 	if o.poll == "busy" {
 		cfg.PollMode = sockapi.PollBusy
 	}
