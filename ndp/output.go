@@ -253,10 +253,15 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 		s.nxtSeq++
 		s.nxtOff += uint64(n)
 	}
-	avoid := -1
+	avoid, avoid2 := -1, -1
 	if rtx {
 		s.unqueueRtx(seq)
 		avoid = int(d.path)
+		if d.rtoLost && (d.karn == karnTwo || d.karn == karnFirst) {
+			// the RTO resends it again: an ACK of the first copy must
+			// still be told from the others (noteResend)
+			avoid2 = int(d.firstPath)
+		}
 		e.stats.Retransmits++
 	}
 	if pulled {
@@ -268,7 +273,7 @@ func (e *Endpoint) sendData(c *conn, b []byte, now Time, pulled bool, ack *ctlFr
 		}
 		e.stats.PushedOut++
 	}
-	path := c.paths.next(&e.rng, avoid, now, &e.stats.PathsExcluded)
+	path := c.paths.next2(&e.rng, avoid, avoid2, now, &e.stats.PathsExcluded)
 	if rtx {
 		d.noteResend(now, path)
 	}

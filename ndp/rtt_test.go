@@ -377,8 +377,12 @@ func TestRTOBackoff(t *testing.T) {
 		t.Fatalf("new packet not sent: %d frames", len(out))
 	}
 	ackAll(t, a, b, fresh, now, now+300*us)
-	if r := rttOf(t, a, h); r.Backoff != 0 || r.RTO != time.Millisecond || r.Samples != 1 {
-		t.Fatalf("after a valid sample: %+v", r)
+	// Both ACKs are valid samples: the new packet's, and the first copy's
+	// (no resend took its path while others were free), which proves the
+	// RTOs spurious and keeps the RTO above that late peer (twice its
+	// 128 ms sample, capped at MaxRTO).
+	if r := rttOf(t, a, h); r.Backoff != 0 || r.RTO != 32*time.Millisecond || r.Samples != 2 || a.Stats().SpuriousRTOs != 1 {
+		t.Fatalf("after a valid sample: %+v, spurious RTOs %d", r, a.Stats().SpuriousRTOs)
 	}
 	if st := a.Stats(); st.RTOBackoffs != uint64(len(want)) {
 		t.Fatalf("RTOBackoffs %d", st.RTOBackoffs)
@@ -970,5 +974,57 @@ func TestRTOSilentFlightLost(t *testing.T) {
 	a.HandleTimers(back)
 	if n := a.Stats().RTOFires; n != uint64(len(rs)) {
 		t.Fatalf("%d RTO fires after the resend's ACK, want %d", n, len(rs))
+	}
+}
+
+// TestRTOResendsKeepFirstPath: a packet the RTO resends again and again
+// never goes back on its first copy's path while a third path is active, so
+// an ACK of the first copy (the peer was only late) names that copy and
+// proves the RTO spurious, wherever the first copy fell in the spraying order
+// (a resend on the first copy's path, possible once the order starts a new
+// round, made the copies indistinguishable: no sample, no spurious RTO, no
+// late-peer memory).
+func TestRTOResendsKeepFirstPath(t *testing.T) {
+	for seed := uint64(1); seed <= 16; seed++ {
+		for prior := range 8 {
+			a := mkEP(t, ipA, func(c *Config) { c.Paths = 8; c.Seed = seed })
+			b := mkEP(t, ipB, func(c *Config) { c.Paths = 8; c.Seed = seed + 1000 })
+			h, _ := dialWrite(t, a, b, 10, DialOptions{})
+			now := Time(0)
+			for range prior { // exchanges that move the spraying order on
+				deliver(t, b, now, poll(t, a, now, true)...)
+				deliver(t, a, now+10*us, ofType(poll(t, b, now, true), TypeAck)...)
+				now += 20 * us
+				if k, err := a.Write(h, pattern(3, 10), now); err != nil || k != 10 {
+					t.Fatalf("write %d %v", k, err)
+				}
+			}
+			first := poll(t, a, now, true)
+			if len(first) != 1 {
+				t.Fatalf("seed %d, prior %d: %d frames", seed, prior, len(first))
+			}
+			p0 := first[0].f.Header.PathID
+			for i := range 4 {
+				at, _ := a.NextTimer()
+				now = at
+				a.HandleTimers(now)
+				last := poll(t, a, now, true)
+				if len(last) != 1 {
+					t.Fatalf("seed %d, prior %d, resend %d: %d frames", seed, prior, i+1, len(last))
+				}
+				if p := last[0].f.Header.PathID; p == p0 {
+					t.Fatalf("seed %d, prior %d: resend %d took the first copy's path %d", seed, prior, i+1, p)
+				}
+			}
+			deliver(t, b, now, first[0])
+			acks := ofType(poll(t, b, now, true), TypeAck)
+			if len(acks) != 1 {
+				t.Fatalf("seed %d, prior %d: %d ACKs", seed, prior, len(acks))
+			}
+			deliver(t, a, now+2*ms, acks...)
+			if st := a.Stats(); st.RTTSamples != uint64(prior+1) || st.SpuriousRTOs != 1 || st.RTOFires != 4 {
+				t.Fatalf("seed %d, prior %d: samples %d, spurious RTOs %d, fires %d; want %d, 1, 4", seed, prior, st.RTTSamples, st.SpuriousRTOs, st.RTOFires, prior+1)
+			}
+		}
 	}
 }

@@ -96,25 +96,50 @@ func (s *Scoreboard) decay(p uint16) {
 // packet must not take (a retransmission goes on a different path) unless
 // it is the only active path.
 func (s *Scoreboard) next(r *rng, avoid int, now Time, excluded *uint64) uint16 {
+	return s.next2(r, avoid, -1, now, excluded)
+}
+
+// next2 is next with a second path to stay off where the active paths
+// allow it: the first copy's path for a packet the RTO resends again, so
+// that an ACK of the first copy still names it (Karn, pktDesc.karn) and
+// proves the RTO spurious. avoid is kept strictly (unless it is the only
+// active path), avoid2 only when a third path is active.
+func (s *Scoreboard) next2(r *rng, avoid, avoid2 int, now Time, excluded *uint64) uint16 {
 	if s.pos >= s.plen {
 		*excluded += uint64(s.repermute(r, now))
 	}
 	p := s.perm[s.pos]
-	if int(p) == avoid && s.plen > 1 {
-		// swap with a later path of this round if any, else take the first
-		// of the round (already used this round: spraying is preserved
-		// approximately, correctness of "different path" strictly).
-		if s.pos+1 < s.plen {
-			s.perm[s.pos], s.perm[s.pos+1] = s.perm[s.pos+1], s.perm[s.pos]
-		} else if s.perm[0] != p {
-			s.perm[s.pos], s.perm[0] = s.perm[0], s.perm[s.pos]
-		} else {
-			s.perm[s.pos], s.perm[1] = s.perm[1], s.perm[s.pos]
+	if (int(p) == avoid || int(p) == avoid2) && s.plen > 1 {
+		// swap with a later path of this round if any, else with one the
+		// round already used (spraying is preserved approximately,
+		// "different path" strictly)
+		j := s.other(avoid, avoid2)
+		if j < 0 && int(p) == avoid {
+			j = s.other(avoid, -1)
+		}
+		if j >= 0 {
+			s.perm[s.pos], s.perm[j] = s.perm[j], s.perm[s.pos]
 		}
 		p = s.perm[s.pos]
 	}
 	s.pos++
 	return uint16(p)
+}
+
+// other returns the index in this round's order of a path other than a and
+// b: the first after pos, else the first before it; -1 if none.
+func (s *Scoreboard) other(a, b int) int {
+	for j := s.pos + 1; j < s.plen; j++ {
+		if q := int(s.perm[j]); q != a && q != b {
+			return j
+		}
+	}
+	for j := 0; j < s.pos; j++ {
+		if q := int(s.perm[j]); q != a && q != b {
+			return j
+		}
+	}
+	return -1
 }
 
 // repermute builds a new round: drop outliers, shuffle the rest. It returns
