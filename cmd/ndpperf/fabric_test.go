@@ -24,8 +24,8 @@ func TestParseFabricFlags(t *testing.T) {
 			t.Errorf("incast %q: pull batch %d, %v", args, o.pullBatch, err)
 		}
 	}
-	p, err := parsePriorityFlags([]string{"--fabric", "switch", "--link", "1G"})
-	if err != nil || !p.on() || p.rate != 1e9 {
+	p, err := parsePriorityFlags([]string{"--fabric", "switch", "--link", "1G", "--pcap", "/tmp/x"})
+	if err != nil || !p.on() || p.rate != 1e9 || p.pcap != "/tmp/x" {
 		t.Errorf("priority --fabric switch --link 1G: %+v, %v", p, err)
 	}
 	for _, tc := range []struct {

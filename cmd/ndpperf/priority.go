@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -70,6 +71,7 @@ type priorityOpts struct {
 	// fraction of fairTime (below 1: a fair share would miss it).
 	deadline float64
 	poll     string // receivers' polling: adaptive or busy
+	pcap     string // directory for one pcapng capture per NDP stack ("": none)
 	json     bool
 	fabricFlags
 }
@@ -85,6 +87,7 @@ func parsePriorityFlags(args []string) (priorityOpts, error) {
 	rounds := fs.Int("rounds", 5, "rounds per policy, taking turns")
 	poll := fs.String("poll", "adaptive", "receivers' waiting: adaptive (spin, then sleep) or busy (spin until done)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	pcap := fs.String("pcap", "", "write each NDP stack's frames to DIR/priority-senderN.pcapng and DIR/priority-POLICY.pcapng (the receivers; 64 MiB each at most)")
 	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	if err := fs.Parse(args); err != nil {
 		return priorityOpts{}, err
@@ -92,7 +95,7 @@ func parsePriorityFlags(args []string) (priorityOpts, error) {
 	if fs.NArg() > 0 {
 		return priorityOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := priorityOpts{senders: *senders, size: int64(size), rate: int64(rate), rounds: *rounds, deadline: *deadline, poll: *poll, json: *asJSON}
+	o := priorityOpts{senders: *senders, size: int64(size), rate: int64(rate), rounds: *rounds, deadline: *deadline, poll: *poll, pcap: *pcap, json: *asJSON}
 	var err error
 	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
 		return priorityOpts{}, err
@@ -385,7 +388,10 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		}
 	}()
 	// host opens a stack on host i.
-	host := func(i int, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
+	host := func(i int, name string, cfg sockapi.Config) (*sockapi.Stack, netip.Addr, error) {
+		if o.pcap != "" {
+			cfg.CaptureFile = filepath.Join(o.pcap, "priority-"+name+".pcapng")
+		}
 		cfg.CommodityTrim, cfg.RTO, cfg.IW, cfg.PullBatch = o.commodityTrim(), o.rto(), o.iw(), o.pullBatch
 		s, err := openStack(hosts[i].ns, hosts[i].link.Name, cfg)
 		if err != nil {
@@ -397,7 +403,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 	senders := make([]*sockapi.Stack, o.senders)
 	senderIdx := map[netip.Addr]int{}
 	for i := range senders {
-		s, ip, err := host(i, sockapi.Config{})
+		s, ip, err := host(i, fmt.Sprintf("sender%d", i), sockapi.Config{})
 		if err != nil {
 			return out, err
 		}
@@ -415,7 +421,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 		if o.poll == "busy" {
 			cfg.PollMode = sockapi.PollBusy
 		}
-		s, ip, err := host(o.senders+i, cfg)
+		s, ip, err := host(o.senders+i, p.name, cfg)
 		if err != nil {
 			return out, err
 		}
