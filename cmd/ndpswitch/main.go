@@ -85,6 +85,7 @@ func run(args []string) error {
 	ndpPort := fs.Uint("ndp-port", 6420, "UDP port of NDP frames")
 	horizon := fs.Duration("horizon", 0, "send frames due within this of now in one batch (0: 20µs, or -tick + 20µs)")
 	loopTick := fs.Duration("tick", 0, "while departures are due, sleep this long after a pass that moved frames: one transmit batch per port per tick, arrivals wait up to this long (0: poll again at once)")
+	priority := fs.Int("priority", 1, "SCHED_FIFO priority of the switching thread, so that it runs at once beside busy-polling stacks (negative: the normal policy)")
 	statsEvery := fs.Duration("stats", 0, "print counters as JSON this often (0: only at exit)")
 	verbose := fs.Bool("v", false, "log setup and teardown")
 	if err := fs.Parse(args); err != nil {
@@ -101,7 +102,7 @@ func run(args []string) error {
 		Rate: int64(r),
 		Fabric: fabric.Config{DataQueue: *dataQ, HeaderQueueBytes: *hdrQ, WRRHeaders: *wrr,
 			NoReturnToSender: *noRTS, PhantomRate: *gamma * r, PhantomThreshold: *phantomK},
-		OtherQueue: *otherQ, OtherECN: *otherECN, NDPPort: uint16(*ndpPort), Horizon: *horizon, Tick: *loopTick,
+		OtherQueue: *otherQ, OtherECN: *otherECN, NDPPort: uint16(*ndpPort), Horizon: *horizon, Tick: *loopTick, Priority: *priority,
 		Commodity: softswitch.CommodityConfig{TrimSize: *trimSize, DataDSCP: uint8(*dataDSCP),
 			ControlDSCP: uint8(*ctlDSCP), TrimDSCP: uint8(*trimDSCP)},
 	}

@@ -119,6 +119,18 @@ type Config struct {
 	// sleep per Tick instead of a spinning thread and a transmit call per
 	// frame or two. Zero means no tick; at most 1 ms.
 	Tick time.Duration
+	// Priority is the SCHED_FIFO priority (1-99) of Run's thread, so that a
+	// frame's arrival or departure time wakes the switch at once even when
+	// every CPU runs a busy-polling stack, as a hardware switch runs beside its
+	// hosts. Under the normal policy a thread woken from ppoll(2) waits for the
+	// running task's EEVDF slice (milliseconds): with the NDP client and
+	// server spinning on the two CPUs, 1 KiB RPCs through the switch had a p99
+	// of 2-3 ms (docs/datapath.md, "RPCs through ndpswitch"). The kernel's RT
+	// throttling (sched_rt_runtime_us) still leaves the other tasks 5% of a CPU
+	// should the loop spin without end. Zero means 1; negative keeps the
+	// normal policy. Where the policy cannot be set (no CAP_SYS_NICE) Run
+	// logs it and runs under the normal policy.
+	Priority int
 	// jumbo is set by Open when a port's MTU needs 4096-byte AF_XDP frames.
 	jumbo bool
 	// Logger receives setup and teardown logs (never per-packet). Nil means none.
@@ -197,6 +209,9 @@ func (c *Config) populate() {
 	if c.Spin == 0 {
 		c.Spin = 20 * time.Microsecond
 	}
+	if c.Priority == 0 {
+		c.Priority = 1
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -251,6 +266,8 @@ func (c *Config) validate() error {
 		return bad("Horizon %v, want 0..1ms", c.Horizon)
 	case c.Tick < 0 || c.Tick > time.Millisecond:
 		return bad("Tick %v, want 0..1ms", c.Tick)
+	case c.Priority > 99:
+		return bad("Priority %d, want at most 99 (SCHED_FIFO)", c.Priority)
 	case c.CatchUp < 0 || c.CatchUp > 100*time.Millisecond:
 		return bad("CatchUp %v, want 0..100ms", c.CatchUp)
 	case c.Commodity.TrimSize < 64 || c.Commodity.TrimSize > 1500:

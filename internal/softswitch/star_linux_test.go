@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,4 +189,52 @@ func sendRaw(t *testing.T, ns *testbed.Namespace, ifindex int, frames [][]byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStarRealtime checks that Run's thread runs under SCHED_FIFO while the
+// switch runs (Config.Priority's default) and that the thread is back under the
+// normal policy once Close returns.
+func TestStarRealtime(t *testing.T) {
+	tb := testbed.NewT(t)
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 2, Switch: softswitch.Config{Rate: 1e9}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	n := fifoThreads(t)
+	for n != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		n = fifoThreads(t)
+	}
+	if n != 1 {
+		t.Fatalf("%d threads under SCHED_FIFO while the switch runs, want 1", n)
+	}
+	if err := star.Switch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fifoThreads(t); n != 0 {
+		t.Fatalf("%d threads under SCHED_FIFO after Close, want 0", n)
+	}
+}
+
+// fifoThreads counts the process's threads whose policy is SCHED_FIFO
+// (/proc/self/task/*/stat, field 41).
+func fifoThreads(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 38 && f[38] == strconv.Itoa(unix.SCHED_FIFO) {
+			n++
+		}
+	}
+	return n
 }

@@ -26,6 +26,7 @@ type Switch struct {
 	log   *zap.Logger
 
 	stop    atomic.Bool
+	runMu   sync.Mutex // orders Run's running.Add before Close's Wait
 	running sync.WaitGroup
 
 	mu  sync.Mutex // guards pub
@@ -99,13 +100,27 @@ func Open(cfg Config) (*Switch, error) {
 
 // Run switches frames until Close. It locks its goroutine to an OS thread.
 func (s *Switch) Run() error {
-	s.running.Add(1)
-	defer s.running.Done()
+	s.runMu.Lock()
 	if s.stop.Load() {
+		s.runMu.Unlock()
 		return afxdp.ErrClosed
 	}
+	s.running.Add(1)
+	s.runMu.Unlock()
+	defer s.running.Done()
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	if s.realtime() {
+		// The thread must not go back to the runtime's pool under SCHED_FIFO:
+		// where the normal policy cannot be restored it stays locked and
+		// exits with the goroutine.
+		defer func() {
+			if unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_NORMAL}, 0) == nil {
+				runtime.UnlockOSThread()
+			}
+		}()
+	} else {
+		defer runtime.UnlockOSThread()
+	}
 	addProc()
 	defer releaseProc()
 	// Wakeups at emulated departure times want microseconds, not the default
@@ -173,6 +188,20 @@ func (s *Switch) Run() error {
 	}
 	s.publish()
 	return nil
+}
+
+// realtime puts Run's locked thread under SCHED_FIFO at Config.Priority and
+// reports whether it did.
+func (s *Switch) realtime() bool {
+	if s.cfg.Priority < 0 {
+		return false
+	}
+	err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: uint32(s.cfg.Priority)}, 0)
+	if err != nil {
+		s.log.Warn("softswitch: cannot run the loop under SCHED_FIFO; it runs under the normal policy", zap.Int("priority", s.cfg.Priority), zap.Error(err))
+		return false
+	}
+	return true
 }
 
 // procs guards the GOMAXPROCS adjustment of running switches.
@@ -325,7 +354,9 @@ func (s *Switch) Config() Config { return s.cfg }
 // program. Idempotent.
 func (s *Switch) Close() error {
 	s.closeOnce.Do(func() {
+		s.runMu.Lock()
 		s.stop.Store(true)
+		s.runMu.Unlock()
 		s.running.Wait()
 		s.closeErr = s.closePorts()
 	})
