@@ -180,8 +180,14 @@ func (s *Stack) adaptSpin(slept, limit ndp.Time) {
 	}
 }
 
-// yieldEvery is how often a lone adaptive spinner lets other goroutines run.
-const yieldEvery = ndp.Time(20 * time.Microsecond)
+// yieldEvery is how often a lone adaptive spinner lets other goroutines
+// run. For a goroutine locked to its thread a yield is a thread handoff
+// (the P goes to another thread, which finds only the locked goroutine and
+// hands the P back: two futex wakeups, tens of µs on a loaded VM). Every
+// 20 µs, a 64 KiB exchange's waits (the peer's 45-frame kick, 150-300 µs)
+// paid several, and its p50 was 20-30% higher (docs/latency.md); every
+// 60 µs a goroutine sharing the P still runs within 60 µs of a spin's start.
+const yieldEvery = ndp.Time(60 * time.Microsecond)
 
 // minLinkSleep: deadlines closer than this are spun for, not slept for.
 const minLinkSleep = 200 * time.Microsecond

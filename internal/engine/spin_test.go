@@ -97,20 +97,21 @@ func TestAdaptiveSpinnerYieldsSparingly(t *testing.T) {
 	la, _ := NewMemPipe(MemConfig{}, macA, macB)
 	s, err := New(Config{
 		Link: la, Endpoint: ndp.Config{LocalIP: ipA, Seed: 1}, Mode: PollAdaptive,
-		Spin: time.Millisecond, NoBackground: true, Clock: func() ndp.Time { return now },
+		Spin: 10 * time.Duration(yieldEvery), NoBackground: true, Clock: func() ndp.Time { return now },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var w waitState
-	for i := 0; i < 1000; i++ { // 1000 polls 100 ns apart: 100 µs of spinning
+	polls := int(5 * yieldEvery / ndp.Time(100*time.Nanosecond))
+	for i := 0; i < polls; i++ { // polls 100 ns apart: 5 x yieldEvery of spinning
 		if err := s.await(&w, nil, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		now += ndp.Time(100 * time.Nanosecond)
 	}
 	if w.yields < 4 || w.yields > 5 {
-		t.Fatalf("%d yields in 100 µs of spinning, want one per %v", w.yields, time.Duration(yieldEvery))
+		t.Fatalf("%d yields in %v of spinning, want one per %v", w.yields, 5*time.Duration(yieldEvery), time.Duration(yieldEvery))
 	}
 }
