@@ -145,6 +145,20 @@ func newTestNet(t testing.TB, seed uint64, cfgs ...Config) *testNet {
 	return n
 }
 
+// connect has host 1 listen on port 80 and host 0 dial it, and returns the
+// dialer's handle.
+func (n *testNet) connect(t *testing.T) Handle {
+	t.Helper()
+	if err := n.hosts[1].ep.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	c, err := n.hosts[0].ep.Dial(n.addr(1, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (n *testNet) addr(i int, port uint16) Addr {
 	c := n.hosts[i].ep.cfg
 	return Addr{MAC: c.LocalMAC, IP: c.LocalIP, Port: port}

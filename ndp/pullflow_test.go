@@ -13,15 +13,8 @@ func slowReaderTransfer(t *testing.T, size, chunk int, every Time) (snd, rcv Sta
 	t.Helper()
 	n := newTestNet(t, 21, Config{}, Config{})
 	n.hosts[1].autoRead = false
-	srv := n.hosts[1].ep
-	if err := srv.Listen(80); err != nil {
-		t.Fatal(err)
-	}
-	cli := n.hosts[0].ep
-	c, err := cli.Dial(n.addr(1, 80), DialOptions{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, cli := n.hosts[1].ep, n.hosts[0].ep
+	c := n.connect(t)
 	data := pattern(7, size)
 	var got bytes.Buffer
 	buf := make([]byte, chunk)
@@ -99,13 +92,7 @@ func TestSlowReaderNoNackStorm(t *testing.T) {
 func TestBlockedWriterSendsNoLast(t *testing.T) {
 	n := newTestNet(t, 23, Config{}, Config{})
 	srv, cli := n.hosts[1].ep, n.hosts[0].ep
-	if err := srv.Listen(80); err != nil {
-		t.Fatal(err)
-	}
-	c, err := cli.Dial(n.addr(1, 80), DialOptions{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := n.connect(t)
 	const size = 4 << 20
 	data := pattern(9, size)
 	n.appAt = 300 * us
@@ -175,14 +162,8 @@ func TestRetrimmedPacketKeepsItsPull(t *testing.T) {
 		}
 		return b, true
 	}
-	srv, cli := n.hosts[1].ep, n.hosts[0].ep
-	if err := srv.Listen(80); err != nil {
-		t.Fatal(err)
-	}
-	c, err := cli.Dial(n.addr(1, 80), DialOptions{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cli := n.hosts[0].ep
+	c := n.connect(t)
 	const size = 2 << 20
 	data := pattern(11, size)
 	n.writeAll(0, c, data, true)
