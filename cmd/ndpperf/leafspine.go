@@ -56,6 +56,7 @@ type leafSpineOpts struct {
 	iw                    int
 	tcp                   bool
 	json                  bool
+	switchTick            time.Duration
 	prof                  profileFlags
 }
 
@@ -85,6 +86,18 @@ func leafSpineIW(rate int64, mtu int) int {
 	return min(iw, lsRecvBuffer/ndp.MaxPayload(mtu))
 }
 
+// lsSwitchTick is the switch loop's sleep between passes that moved frames
+// (softswitch.Config.Tick) in this benchmark. Without it the switch thread,
+// under SCHED_FIFO, wakes at every emulated departure on every internal
+// link and host port, about 150,000 times a second for four 100 Mb/s flows
+// of four hops each, and used 0.25-0.35 CPU s of each 0.4 s run: most of a
+// CPU taken from the four stacks on a 2-CPU machine, whose pull clocks then
+// fell behind (late pull slots). With 50 µs it uses 0.11-0.14 CPU s; a
+// frame may leave up to a tick late or Horizon early, a fifth of a
+// 3,514-byte frame's time at 100 Mb/s (docs/datapath.md, "The leaf-spine
+// permutation").
+const lsSwitchTick = 50 * time.Microsecond
+
 // lsRecvBuffer is ndp.Config.RecvBuffer's default, the stacks' receive buffer.
 const lsRecvBuffer = 256 << 10
 
@@ -103,6 +116,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	mtu := fs.Int("mtu", 3500, "MTU of every veth, 1280..3500 (native XDP on a veth, which the switch's ports use, allows at most 3506 with 4 KiB pages); at 1500 the ACK and PULL each host sends for the flow it receives take about 10% of the link its own flow leaves by")
 	iw := fs.Int("iw", 0, "NDP initial window in packets (0: the paper's 30, or a round trip of this testbed at --link if more: two pull batches, four hops and 10 ms of host delay)")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
+	swTick := fs.Duration("switch-tick", lsSwitchTick, "while frames flow, the switch's loop sleeps this long after a pass that moved frames (softswitch.Config.Tick; 0: it polls again at once and wakes at every emulated departure)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
 	prof.register(fs)
@@ -112,7 +126,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -130,6 +144,8 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 		return o, fmt.Errorf("--degrade %d: want 0 or 2..link/1M", o.degrade)
 	case o.iw < 0 || o.iw > 1000:
 		return o, fmt.Errorf("--iw %d: want 0..1000", o.iw)
+	case o.switchTick < 0 || o.switchTick > time.Millisecond:
+		return o, fmt.Errorf("--switch-tick %v: want 0..1ms", o.switchTick)
 	}
 	if o.iw == 0 {
 		o.iw = leafSpineIW(o.rate, o.mtu)
@@ -275,14 +291,14 @@ func runLeafSpine(args []string) error {
 
 func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, IW: o.iw, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
-	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue}
+	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue, Tick: o.switchTick}
 	if o.degrade > 0 {
 		r := o.rate / int64(o.degrade)
 		cfg.LinkRates = []softswitch.LinkRate{{Leaf: 1, Spine: 1, Up: r, Down: r}}
 		out.Degraded = fmt.Sprintf("leaf1-spine1 at %s b/s (1/%d)", formatRate(float64(r)), o.degrade)
 	}
-	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d), kernel TCP cubic; receivers hash",
-		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.perLeaf, o.iw)
+	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP, loop tick %v); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d), kernel TCP cubic; receivers hash",
+		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.switchTick, o.perLeaf, o.iw)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err

@@ -9,12 +9,13 @@ import (
 
 func TestParseLeafSpineFlags(t *testing.T) {
 	o, err := parseLeafSpineFlags([]string{"--link", "1G", "--spines", "4", "--degrade", "10"})
-	if err != nil || o.rate != 1e9 || o.spines != 4 || o.degrade != 10 || o.rto <= 0 || o.hostQueue != 256 {
+	if err != nil || o.rate != 1e9 || o.spines != 4 || o.degrade != 10 || o.rto <= 0 || o.hostQueue != 256 || o.switchTick != lsSwitchTick {
 		t.Fatalf("%+v, %v", o, err)
 	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--spines", "1"}}, {[]string{"--degrade", "1"}}, {[]string{"--hosts-per-leaf", "0"}},
 		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}}, {[]string{"--iw", "-1"}},
+		{[]string{"--switch-tick", "2ms"}}, {[]string{"--switch-tick", "-1us"}},
 	} {
 		if _, err := parseLeafSpineFlags(tc.args); err == nil {
 			t.Errorf("%q accepted", tc.args)
