@@ -57,6 +57,7 @@ type leafSpineOpts struct {
 	tcp                   bool
 	json                  bool
 	switchTick            time.Duration
+	timeline              string
 	prof                  profileFlags
 }
 
@@ -117,6 +118,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	iw := fs.Int("iw", 0, "NDP initial window in packets (0: the paper's 30, or a round trip of this testbed at --link if more: two pull batches, four hops and 10 ms of host delay)")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
 	swTick := fs.Duration("switch-tick", lsSwitchTick, "while frames flow, the switch's loop sleeps this long after a pass that moved frames (softswitch.Config.Tick; 0: it polls again at once and wakes at every emulated departure)")
+	timeline := fs.String("timeline", "", "append to this CSV file the switch's host-port counters, sampled every millisecond of every run (transport, run, µs since the run's start, port, NIC link, frames offered, frames sent, bytes sent, NDP frames trimmed)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
 	prof.register(fs)
@@ -126,7 +128,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick, timeline: *timeline}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -163,6 +165,15 @@ type lsFlow struct {
 	Mbps     float64 `json:"mbps"`
 	Fraction float64 `json:"fraction_of_link"`
 	Verified bool    `json:"sha256_verified"`
+	// FirstByteMs is when the receiver read the flow's first byte, from
+	// the common start (before the dials); Seconds is its EOF, from the
+	// same start (Mbps is the flow's bytes over it).
+	FirstByteMs float64 `json:"first_byte_ms"`
+	Seconds     float64 `json:"seconds"`
+	// LateSlots (NDP) are the pull slots the receiver's stack lost over the
+	// run, its pull queue polled more than PullBurst slots late
+	// (pullpacer.QueueStats.LateSlots): link time the flow never pulled.
+	LateSlots uint64 `json:"pull_late_slots,omitempty"`
 }
 
 // lsLink is one leaf-spine link's counters over a run.
@@ -315,14 +326,14 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 	}
 	defer stopProf()
 	for r := 1; r <= o.runs; r++ {
-		nr, err := leafSpineRun(star, o, "ndp", payload, sum)
+		nr, err := leafSpineRun(star, o, "ndp", r, payload, sum)
 		if err != nil {
 			return out, fmt.Errorf("ndp run %d: %w", r, err)
 		}
 		nr.Run = r
 		out.Runs = append(out.Runs, nr)
 		if o.tcp {
-			tr, err := leafSpineRun(star, o, "tcp", payload, sum)
+			tr, err := leafSpineRun(star, o, "tcp", r, payload, sum)
 			if err != nil {
 				return out, fmt.Errorf("tcp run %d: %w", r, err)
 			}
@@ -356,7 +367,7 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 
 // leafSpineRun runs one permutation with transport "ndp" (stacks opened for
 // the run and closed after it) or "tcp".
-func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payload []byte, sum [32]byte) (lsRun, error) {
+func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runNum int, payload []byte, sum [32]byte) (lsRun, error) {
 	n := len(star.Hosts)
 	run := lsRun{Transport: transport}
 	deadline := time.Now().Add(throughputTimeout(o.size * int64(n)))
@@ -426,6 +437,10 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 	var wg sync.WaitGroup
 	cpu0 := processCPU()
 	start := time.Now()
+	stopTimeline, err := lsTimeline(star.Switch, o.timeline, transport, runNum, start)
+	if err != nil {
+		return run, err
+	}
 	for i := range star.Hosts {
 		wg.Add(2)
 		go func() {
@@ -447,6 +462,9 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		}()
 	}
 	wg.Wait()
+	if err := stopTimeline(); err != nil {
+		return run, err
+	}
 	run.ProcessCPUSeconds = (processCPU() - cpu0).Seconds()
 	if err := errors.Join(sendErr...); err != nil {
 		return run, err
@@ -460,7 +478,12 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		if err != nil {
 			return run, fmt.Errorf("flow %d->%d: %w", from, i, err)
 		}
-		run.Flows = append(run.Flows, lsFlow{From: from, To: i, Mbps: r.Mbps, Fraction: r.Mbps * 1e6 / float64(o.rate), Verified: r.Verified})
+		fl := lsFlow{From: from, To: i, Mbps: r.Mbps, Fraction: r.Mbps * 1e6 / float64(o.rate), Verified: r.Verified,
+			FirstByteMs: float64(got[i].first.Sub(start).Microseconds()) / 1e3, Seconds: r.Seconds}
+		if i < len(stacks) {
+			fl.LateSlots = stackCounters(stacks[i]).sub(stacksBase[i]).LateSlots
+		}
+		run.Flows = append(run.Flows, fl)
 	}
 	for _, p := range d.Ports {
 		if strings.Contains(p.Name, ">") {
@@ -496,6 +519,54 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, payl
 		run.TCP = &tc
 	}
 	return run, nil
+}
+
+// lsTimeline samples sw's host ports (the leaves' ports toward the hosts
+// and the hosts' NIC links) every millisecond until the returned function is
+// called, which appends the samples to the CSV file path (nothing when path
+// is empty). A flow's downlink use and its sender's NIC backlog (offered less
+// sent) over time show where its link time went. The switch publishes its
+// counters about every millisecond while busy.
+func lsTimeline(sw *softswitch.Switch, path, transport string, run int, start time.Time) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
+		b.WriteString("transport,run,us,port,nic,offered,frames,bytes,ndp_trimmed\n")
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			st := sw.Stats()
+			us := time.Since(start).Microseconds()
+			for _, p := range st.Ports {
+				if strings.Contains(p.Name, ">") { // a leaf-spine link
+					continue
+				}
+				fmt.Fprintf(&b, "%s,%d,%d,%s,%v,%d,%d,%d,%d\n", transport, run, us, p.Name, p.NIC,
+					p.OtherArrivals+p.NDP.Arrivals, p.TxFrames, p.TxBytes, p.NDP.Trimmed)
+			}
+		}
+	}()
+	return func() error {
+		close(quit)
+		<-done
+		_, werr := f.WriteString(b.String())
+		return errors.Join(werr, f.Close())
+	}, nil
 }
 
 // leafSpineSend dials, writes payload, half-closes and waits for the
@@ -536,7 +607,7 @@ func printLeafSpine(out leafSpineOutput) {
 	for _, r := range out.Runs {
 		fmt.Printf("%s run %d: flows", r.Transport, r.Run)
 		for _, f := range r.Flows {
-			fmt.Printf("  %d->%d %.0f Mb/s (%.2f)", f.From, f.To, f.Mbps, f.Fraction)
+			fmt.Printf("  %d->%d %.0f Mb/s (%.2f, first byte %.1f ms)", f.From, f.To, f.Mbps, f.Fraction, f.FirstByteMs)
 		}
 		fmt.Println()
 		fmt.Printf("  spine links (offered/frames/bytes/trimmed/tcp drops/lost ms):")

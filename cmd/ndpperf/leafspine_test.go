@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -47,7 +49,8 @@ func TestLeafSpineIW(t *testing.T) {
 // a two-spine fabric: every flow verified, both spines carry NDP frames.
 func TestLeafSpineTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
-	o, err := parseLeafSpineFlags([]string{"--link", "200M", "--size", "256KiB", "--runs", "1"})
+	timeline := filepath.Join(t.TempDir(), "timeline.csv")
+	o, err := parseLeafSpineFlags([]string{"--link", "200M", "--size", "256KiB", "--runs", "1", "--timeline", timeline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,10 +66,31 @@ func TestLeafSpineTestbed(t *testing.T) {
 			t.Fatalf("%s: %d flows", r.Transport, len(r.Flows))
 		}
 		for _, f := range r.Flows {
-			if !f.Verified || f.Fraction <= 0 {
+			if !f.Verified || f.Fraction <= 0 || f.FirstByteMs <= 0 || f.FirstByteMs >= f.Seconds*1e3 {
 				t.Errorf("%s flow %+v", r.Transport, f)
 			}
 		}
+	}
+	// The timeline: a header, then samples of the 4 host ports and 4 NIC
+	// links in both runs.
+	b, err := os.ReadFile(timeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 1+2*8 || !strings.HasPrefix(lines[0], "transport,run,us,port") {
+		t.Fatalf("timeline: %d lines, header %q", len(lines), lines[0])
+	}
+	seen := map[string]bool{}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) != 9 {
+			t.Fatalf("timeline row %q", l)
+		}
+		seen[f[0]+" "+f[3]] = true
+	}
+	if len(seen) != 16 {
+		t.Errorf("timeline covers %d transport/port pairs, want 16: %v", len(seen), seen)
 	}
 	for _, l := range out.Runs[0].Links {
 		if strings.HasPrefix(l.Name, "leaf") && l.Frames == 0 {

@@ -277,29 +277,36 @@ func throughputPayload(size int64) ([]byte, [32]byte) {
 
 // received is what a receiver read: its length, hash and when it saw EOF.
 type received struct {
-	n   int64
-	sum [32]byte
-	end time.Time
-	err error
+	n     int64
+	sum   [32]byte
+	first time.Time // the first byte's read
+	end   time.Time
+	err   error
 }
 
 // readAndHash reads r to EOF, hashing as it goes.
 func readAndHash(r io.Reader) received {
 	h := sha256.New()
 	buf := make([]byte, 256<<10)
-	var n int64
+	var (
+		n     int64
+		first time.Time
+	)
 	for {
 		m, err := r.Read(buf)
+		if m > 0 && n == 0 {
+			first = time.Now()
+		}
 		h.Write(buf[:m])
 		n += int64(m)
 		if err == io.EOF {
-			var res received
+			res := received{first: first}
 			res.n, res.end = n, time.Now()
 			copy(res.sum[:], h.Sum(nil))
 			return res
 		}
 		if err != nil {
-			return received{n: n, end: time.Now(), err: err}
+			return received{n: n, first: first, end: time.Now(), err: err}
 		}
 	}
 }
