@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"runtime/trace"
 	"sort"
 	"sync"
@@ -354,7 +355,12 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 			cfg.CaptureFile = filepath.Join(o.pcap, name)
 		}
 		var err error
-		if stacks[i], err = openStack(h.ns, h.link.Name, cfg); err != nil {
+		// --cpuprofile: each stack's goroutines (its background poller)
+		// carry its role, so a profile splits the CPU by role.
+		pprof.Do(context.Background(), pprof.Labels("stack", stackRole(i)), func(context.Context) {
+			stacks[i], err = openStack(h.ns, h.link.Name, cfg)
+		})
+		if err != nil {
 			return out, err
 		}
 	}
@@ -371,7 +377,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		if err != nil {
 			return out, err
 		}
-		go func() {
+		go pprof.Do(context.Background(), pprof.Labels("stack", stackRole(i)), func(context.Context) {
 			for {
 				m, err := l.RecvMessage(64)
 				if err != nil {
@@ -387,7 +393,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 				}
 				m.Reply(payload[:incastAsked(m.Data, len(payload))]) // inline: cheaper than a goroutine wakeup
 			}
-		}()
+		})
 	}
 	var before []ndpCounters
 	snapshot := func() []ndpCounters {
@@ -422,20 +428,23 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	var stopProf func() error
 	var profErr error
 	var cpuBefore time.Duration
-	ndpTimes, err := incastRounds(k, o.rounds, func(i int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		addr := sockapi.Addr{IP: hosts[i+1].link.Addr.Addr(), Port: 7}
-		n, err := stacks[0].CallInto(ctx, addr, req, resp[i])
-		if err == nil && (n != size || !bytes.Equal(resp[i], payload)) {
-			err = fmt.Errorf("server %d: %d of %d bytes, or bytes that differ from those sent", i+1, n, size)
-		}
-		return err
-	}, func() {
-		before = snapshot()
-		swBefore = switchSnap()
-		cpuBefore = processCPU()
-		stopProf, profErr = o.prof.start()
+	var ndpTimes []time.Duration
+	pprof.Do(context.Background(), pprof.Labels("stack", stackRole(0)), func(context.Context) {
+		ndpTimes, err = incastRounds(k, o.rounds, func(i int) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			addr := sockapi.Addr{IP: hosts[i+1].link.Addr.Addr(), Port: 7}
+			n, err := stacks[0].CallInto(ctx, addr, req, resp[i])
+			if err == nil && (n != size || !bytes.Equal(resp[i], payload)) {
+				err = fmt.Errorf("server %d: %d of %d bytes, or bytes that differ from those sent", i+1, n, size)
+			}
+			return err
+		}, func() {
+			before = snapshot()
+			swBefore = switchSnap()
+			cpuBefore = processCPU()
+			stopProf, profErr = o.prof.start()
+		})
 	})
 	if err == nil {
 		err = profErr
@@ -626,6 +635,14 @@ func incastAsked(req []byte, max int) int {
 		n = n*10 + int(c-'0')
 	}
 	return min(n, max)
+}
+
+// stackRole names the incast's stack i (0: the client) in CPU profiles.
+func stackRole(i int) string {
+	if i == 0 {
+		return "client"
+	}
+	return fmt.Sprintf("server%d", i)
 }
 
 // incastRounds runs rounds of k concurrent requests and returns each
