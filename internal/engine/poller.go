@@ -189,7 +189,11 @@ func (s *Stack) adaptSpin(slept, limit ndp.Time) {
 // 60 µs a goroutine sharing the P still runs within 60 µs of a spin's start.
 const yieldEvery = ndp.Time(60 * time.Microsecond)
 
-// minLinkSleep: deadlines closer than this are spun for, not slept for.
+// minLinkSleep: deadlines closer than this are spun for, not slept for, by
+// a stack whose waiters spin (Config.Spin >= 0): its link sleeps in ppoll,
+// and a short ppoll timeout oversleeps by the thread's timer slack (50 µs
+// by default), which would space PULLs 50 µs apart instead of a packet
+// time. A stack that never spins sleeps for every deadline (minSleep).
 const minLinkSleep = 200 * time.Microsecond
 
 // linkSleepCap bounds an application goroutine's sleep on the link, so a
@@ -209,10 +213,7 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 	d := s.sleepForLocked(now)
 	closed := s.closed
 	s.unlock()
-	// Sleep only when the next deadline is far: a short ppoll timeout
-	// oversleeps by the thread's timer slack (50µs by default), which would
-	// space PULLs 50µs apart instead of a packet time.
-	if !closed && !did && (d < 0 || d > max(time.Duration(s.cfg.Spin), minLinkSleep)) {
+	if !closed && !did && (d < 0 || d > s.minSleep()) {
 		if d < 0 || d > limit {
 			d = limit
 		}
@@ -222,6 +223,22 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 		s.adaptSpin(s.clock()-t0, ndp.Time(d))
 	}
 	s.sleeping.Store(false)
+}
+
+// minSleep is the shortest deadline sleepOnLink sleeps for; closer ones
+// are polled for. A stack whose waiters spin polls through deadlines under
+// minLinkSleep (and its spin). A stack that never spins (Config.Spin < 0,
+// its link parked in the Go runtime's netpoller) sleeps for any deadline:
+// polling through the pull pacer's next slot (98 µs apart at 1 Gb/s with
+// PullBatch 8) kept its goroutine on a CPU without a yield, which in the
+// 8 x 1 MB incast through ndpswitch at 1 Gb/s was a third of the process's
+// CPU on two CPUs shared with the servers and the switch
+// (docs/datapath.md, "The incast through ndpswitch at 1 Gb/s").
+func (s *Stack) minSleep() time.Duration {
+	if s.cfg.Spin < 0 {
+		return 0
+	}
+	return max(time.Duration(s.cfg.Spin), minLinkSleep)
 }
 
 // endWait ends a spin phase. When the last spinner leaves, the background
