@@ -148,14 +148,16 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 			// produce must find the channel (see waitChanLocked).
 			ch = c.waitChanLocked(&c.rdWait)
 		}
-		// One clock read per iteration: the polls, the events a read
-		// drains and await's spin window all use it (a spinning reader
-		// read the clock three times per turn, 9% of an 8-client run's
-		// CPU samples).
-		now := s.clock()
-		n, err, ok := c.tryReadLocked(p, atLeast, now)
+		// At most one clock read per iteration, taken by the poll
+		// after it received (spinPollLocked): the poll, the events a
+		// read drains and await's spin window all use it (a spinning
+		// reader read the clock three times per turn, 9% of an
+		// 8-client run's CPU samples). A read that finds its data
+		// buffered reads none.
+		var now ndp.Time
+		n, err, ok := c.tryReadLocked(p, atLeast, 0)
 		if !ok {
-			s.pollDeferLocked(now, s.coalesce)
+			now = s.spinPollLocked(s.coalesce)
 			n, err, ok = c.tryReadLocked(p, atLeast, now)
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
@@ -166,7 +168,7 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 			// the PULLs due (and the frames waiting) do not wait for
 			// its next call. A reader that finds data buffered on
 			// every call would otherwise not poll at all.
-			s.pollLocked(now)
+			s.spinPollLocked(false)
 		}
 		c.rdMin = 0
 		if !ok {
@@ -189,7 +191,7 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 
 // tryReadLocked reads if atLeast bytes are buffered or the stream ended;
 // ok false: the caller waits. now is the caller's clock reading, taken
-// under the lock (0: read it if needed).
+// under the lock (0: none; the drain reads it if an event needs it).
 func (c *Conn) tryReadLocked(p []byte, atLeast int, now ndp.Time) (int, error, bool) {
 	if err := c.stateErrLocked(); err != nil {
 		return 0, err, true
@@ -200,9 +202,6 @@ func (c *Conn) tryReadLocked(p []byte, atLeast int, now ndp.Time) (int, error, b
 	n, err := c.s.ep.Read(c.h, p)
 	if n > 0 {
 		// Reading made room: the endpoint may have handed out PULLs.
-		if now == 0 {
-			now = c.s.clock()
-		}
 		c.s.drainEventsLocked(now)
 		return n, nil, true
 	}
@@ -392,12 +391,15 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 	}
 	c.released, c.reuse = true, reuse
 	c.wakeWaitersLocked()
-	now := s.clock()
+	// The clock is read only where a branch needs it: closing a
+	// connection that already ended (an RPC's, after its response and
+	// FIN) needs none, and a reading is 60-80 ns on the critical path.
 	switch {
 	case abort && !c.closed:
-		s.ep.AbortCode(c.h, now, code)
+		s.ep.AbortCode(c.h, s.clock(), code)
 	case !c.closed && s.ep.Readable(c.h) == 0:
 		if _, err := s.ep.Read(c.h, nil); err == nil {
+			now := s.clock()
 			// Nothing unread but the peer's stream has not ended: close
 			// gracefully as TCP does (FIN, keep reading and discarding
 			// until the peer's FIN), instead of the endpoint's Release,
@@ -421,7 +423,7 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 		s.unlock()
 		return nil
 	}
-	s.afterCallUnlock(now)
+	s.afterCallUnlock(s.clock())
 	return nil
 }
 
@@ -498,12 +500,14 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 		}
 		c, err, ok := l.tryAcceptLocked()
 		if !ok {
-			now := s.clock()
-			s.pollDeferLocked(now, s.coalesce)
+			// One clock read per iteration, after the poll received
+			// (spinPollLocked), shared with await.
+			now := s.spinPollLocked(s.coalesce)
 			c, err, ok = l.tryAcceptLocked()
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
 			}
+			w.now = now
 		}
 		s.unlock()
 		if ok {
