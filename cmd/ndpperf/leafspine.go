@@ -90,13 +90,13 @@ func leafSpineIW(rate int64, mtu int) int {
 // lsSwitchTick is the switch loop's sleep between passes that moved frames
 // (softswitch.Config.Tick) in this benchmark. Without it the switch thread,
 // under SCHED_FIFO, wakes at every emulated departure on every internal
-// link and host port, about 150,000 times a second for four 100 Mb/s flows
-// of four hops each, and used 0.25-0.35 CPU s of each 0.4 s run: most of a
-// CPU taken from the four stacks on a 2-CPU machine, whose pull clocks then
-// fell behind (late pull slots). With 50 µs it uses 0.11-0.14 CPU s; a
-// frame may leave up to a tick late or Horizon early, a fifth of a
-// 3,514-byte frame's time at 100 Mb/s (docs/datapath.md, "The leaf-spine
-// permutation").
+// link and host port (13,000 passes that moved frames and 3,000 sleeps in
+// a 0.5 s run of four 100 Mb/s flows) and used 0.25-0.35 CPU s of each
+// 0.4 s run: most of a CPU taken from the four stacks on a 2-CPU machine,
+// whose pull clocks then fell behind (late pull slots). With 50 µs it wakes
+// 8,000-9,000 times a run and uses 0.11-0.14 CPU s; a frame may leave up to
+// a tick late or Horizon early, a fifth of a 3,514-byte frame's time at
+// 100 Mb/s (docs/datapath.md, "The leaf-spine permutation").
 const lsSwitchTick = 50 * time.Microsecond
 
 // lsRecvBuffer is ndp.Config.RecvBuffer's default, the stacks' receive buffer.
@@ -222,8 +222,11 @@ type lsRun struct {
 	HostPorts []lsPort `json:"host_ports,omitempty"`
 	// Kernel TCP: the senders' retransmissions.
 	TCP *tcpCounters `json:"tcp_counters,omitempty"`
-	// The switch thread's CPU time over the run.
+	// The switch thread's CPU time over the run, its passes that moved
+	// frames and its sleeps in ppoll(2) and between busy passes (Tick).
 	SwitchCPUSeconds float64 `json:"switch_cpu_seconds"`
+	SwitchBusyPasses uint64  `json:"switch_busy_passes"`
+	SwitchSleeps     uint64  `json:"switch_sleeps"`
 	// ProcessCPUSeconds is this process's CPU time over the run (every
 	// thread: the stacks, their waiters, the switch).
 	ProcessCPUSeconds float64 `json:"process_cpu_seconds,omitempty"`
@@ -497,7 +500,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runN
 		}
 		run.HostPorts = append(run.HostPorts, hp)
 	}
-	run.SwitchCPUSeconds = d.CPUSeconds
+	run.SwitchCPUSeconds, run.SwitchBusyPasses, run.SwitchSleeps = d.CPUSeconds, d.BusyPasses, d.Sleeps+d.Ticks
 	var total ndpCounters
 	for i, s := range stacks {
 		total = total.add(stackCounters(s).sub(stacksBase[i]))
