@@ -233,7 +233,7 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 // PullBatch 8) kept its goroutine on a CPU without a yield, which in the
 // 8 x 1 MB incast through ndpswitch at 1 Gb/s was a third of the process's
 // CPU on two CPUs shared with the servers and the switch
-// (docs/datapath.md, "The incast through ndpswitch at 1 Gb/s").
+// (docs/datapath.md, "A round's CPU at 1 Gb/s").
 func (s *Stack) minSleep() time.Duration {
 	if s.cfg.Spin < 0 {
 		return 0
