@@ -51,10 +51,14 @@ import (
 // of a copy an RTO declared lost (a spurious RTO, told apart by path, see
 // Karn above) is remembered: late is the largest such sample, halved every
 // lateHalfLife (1s), and the base RTO is at least 2*late. So one spurious
-// RTO raises the RTO above that peer's scheduling delay for seconds, the
-// seeds carry it to the next connections to the same address, and a real
-// loss is then found up to 2*late after the send instead of after the
-// floor (NDP finds most losses from trimmed headers, without the RTO).
+// RTO raises the RTO above that peer's scheduling delay for seconds, and a
+// real loss is then found up to 2*late after the send instead of after the
+// floor (NDP finds most losses from trimmed headers, without the RTO). The
+// delay is the peer host's, not one connection's: the address's memory in
+// the seeds (below) counts for every connection to that address at once,
+// open or new (Endpoint.rto: the RTO is at least 2*the address's late), so
+// one spurious RTO covers a host's other connections too (8 persistent
+// connections to one server fired once per connection per spike before).
 //
 // Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
 // timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.
@@ -111,6 +115,17 @@ func (r *rttEstimator) noteLate(m, now Time) {
 	if m > r.late {
 		r.late, r.lateAt = m, now
 	}
+}
+
+// lateNow is late as decayLate(now) would leave it, r unchanged.
+func (r *rttEstimator) lateNow(now Time) Time {
+	l := r.late
+	for t := r.lateAt; l > 0 && now-t >= lateHalfLife; t += lateHalfLife {
+		if l /= 2; l < rttGranularity {
+			l = 0
+		}
+	}
+	return l
 }
 
 // decayLate halves late once per lateHalfLife since lateAt.
@@ -199,6 +214,14 @@ func (s *rttSeeds) noteLate(ip uint32, m, now Time) {
 	}
 }
 
+// late is the late-peer memory of address ip at now (0: none kept).
+func (s *rttSeeds) late(ip uint32, now Time) Time {
+	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip && d.est.late > 0 {
+		return d.est.lateNow(now)
+	}
+	return 0
+}
+
 // seed returns the estimate a new connection to ip starts from at now.
 func (s *rttSeeds) seed(ip uint32, now Time) rttEstimator {
 	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
@@ -236,14 +259,20 @@ func backedOff(d Time, backoff uint8, limit Time) Time {
 // maxBackoff bounds rttState.backoff (doublings beyond MaxRTO change nothing).
 const maxBackoff = 32
 
-// rto is c's current retransmission timeout: the base RTO doubled per
+// rto is c's current retransmission timeout: the base RTO, at least twice
+// the late-peer memory of c's remote address (see Late peers), doubled per
 // unanswered timeout round, up to MaxRTO. Config.RTO with FixedRTO.
 func (e *Endpoint) rto(c *conn) Time {
 	if e.cfg.FixedRTO {
 		return Time(e.cfg.RTO)
 	}
 	r := &c.snd.rtt
-	return backedOff(r.base, r.backoff, Time(e.cfg.MaxRTO))
+	hi := Time(e.cfg.MaxRTO)
+	base := r.base
+	if l := e.seeds.late(c.key.remoteIP, e.now); 2*l > base {
+		base = min(2*l, hi)
+	}
+	return backedOff(base, r.backoff, hi)
 }
 
 // stallTimeout is how long a stalled sender waits for feedback before it

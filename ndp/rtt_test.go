@@ -1028,3 +1028,67 @@ func TestRTOResendsKeepFirstPath(t *testing.T) {
 		}
 	}
 }
+
+// The late-peer memory is the remote address's, not one connection's: a
+// spurious RTO on one connection to a host raises the RTO of the others
+// to that host at once (they fired once each per spike of the host's
+// delay before), and they then wait out such a delay without firing.
+// Another address keeps its own RTO.
+func TestRTOLateMemorySharedByAddress(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	c3 := mkEP(t, [4]byte{10, 0, 0, 3}, nil)
+	b.Listen(80)
+	c3.Listen(80)
+	h1, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	h2, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	h3, _ := a.Dial(addrOf(c3, 80), DialOptions{}, 0)
+	now := Time(0)
+	for range 10 { // fast exchanges: every RTO at the 1ms floor
+		for _, h := range []Handle{h1, h2} {
+			a.Write(h, []byte("ping"), now)
+			ackAll(t, a, b, poll(t, a, now, true), now, now+20*us)
+		}
+		a.Write(h3, []byte("ping"), now)
+		ackAll(t, a, c3, poll(t, a, now, true), now, now+20*us)
+		now += 100 * us
+	}
+	for _, h := range []Handle{h1, h2, h3} {
+		if r := rttOf(t, a, h); r.RTO != time.Millisecond {
+			t.Fatalf("fast exchanges: %+v, want the 1ms floor", r)
+		}
+	}
+	// b is descheduled: h1's packet is ACKed 3ms after it left, after
+	// its RTO fired.
+	a.Write(h1, []byte("ping"), now)
+	f := poll(t, a, now, true)
+	at, _ := a.NextTimer()
+	a.HandleTimers(at)
+	poll(t, a, at, true) // the resend, lost in b's queue behind the first copy
+	if st := a.Stats(); st.RTOFires != 1 {
+		t.Fatalf("RTO fires %d, want 1", st.RTOFires)
+	}
+	ackAll(t, a, b, f, now+3*ms, now+3*ms)
+	now += 3 * ms
+	if st := a.Stats(); st.SpuriousRTOs != 1 {
+		t.Fatalf("spurious RTOs %d, want 1", st.SpuriousRTOs)
+	}
+	// h2 has no sample of its own showing it, yet its RTO covers the delay.
+	if r := rttOf(t, a, h2); r.RTO != 6*time.Millisecond || r.BaseRTO != time.Millisecond {
+		t.Fatalf("h2 after h1's spurious RTO: %+v, want RTO 6ms over its own base 1ms", r)
+	}
+	if r := rttOf(t, a, h3); r.RTO != time.Millisecond {
+		t.Fatalf("another address: %+v, want the 1ms floor", r)
+	}
+	a.Write(h2, []byte("ping"), now)
+	f = poll(t, a, now, true)
+	a.HandleTimers(now + 3*ms)
+	if st := a.Stats(); st.RTOFires != 1 {
+		t.Fatalf("h2's packet, ACKed 3ms late, fired the RTO (fires %d)", st.RTOFires)
+	}
+	ackAll(t, a, b, f, now+3*ms, now+3*ms)
+	// the address's memory halves every second
+	ip := a.conn(h2).key.remoteIP
+	if l := a.seeds.late(ip, now+Time(2*time.Second)); l != 750*us {
+		t.Fatalf("two seconds later: late %v, want 750µs (3ms halved twice)", time.Duration(l))
+	}
+}
