@@ -31,8 +31,8 @@ func (c *countingLink) Wait(timeout time.Duration) error {
 }
 
 // A stack that never spins sleeps until its pull pacer's next slot, however
-// close, instead of polling through it: a receiver pulling at 100 Mb/s one
-// slot per release (a release every 120 µs) sleeps between releases, and
+// close, instead of polling through it: a receiver pulling at 80 Mb/s one
+// slot per release (a release every 150 µs) sleeps between releases, and
 // polls its link a few times per pulled packet, not continuously.
 func TestNeverSpinningReceiverSleepsBetweenPullSlots(t *testing.T) {
 	la, lb := NewMemPipe(MemConfig{}, macA, macB)
@@ -44,7 +44,7 @@ func TestNeverSpinningReceiverSleepsBetweenPullSlots(t *testing.T) {
 			Resolver:  StaticResolver{ipA: macA, ipB: macB},
 			Mode:      PollAdaptive,
 			Spin:      -1,
-			LinkRate:  100e6,
+			LinkRate:  80e6,
 			PullBatch: 1,
 		})
 		if err != nil {
