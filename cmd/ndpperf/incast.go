@@ -80,7 +80,7 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 	asJSON := fs.Bool("json", false, "print JSON")
 	fab := registerFabricFlags(fs, "bridge", "a Linux bridge, no queue to speak of")
 	plotFile := fs.String("plot", "", "also draw every round's completion time per transport to this PNG file")
-	spin := fs.String("spin", "auto", "how long a waiting NDP call or idle stack polls before it sleeps: a duration, never (sleep at once, parked in the Go runtime like a kernel socket's goroutine), or auto: never while the process runs more stacks than CPUs, else the stack's default")
+	spin := fs.String("spin", "auto", spinUsage)
 	var prof profileFlags
 	prof.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -90,18 +90,10 @@ func parseIncastFlags(args []string) (incastOpts, error) {
 		return incastOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o := incastOpts{servers: *servers, size: int(size), rounds: *rounds, mtu: *mtu, rate: int64(rate), pcap: *pcap, json: *asJSON, plot: *plotFile, prof: prof}
-	switch *spin {
-	case "auto":
-	case "never":
-		o.spin, o.spinFixed = -1, true
-	default:
-		d, err := time.ParseDuration(*spin)
-		if err != nil || d <= 0 {
-			return incastOpts{}, fmt.Errorf("--spin %q: want a positive duration, never or auto", *spin)
-		}
-		o.spin, o.spinFixed = d, true
-	}
 	var err error
+	if o.spin, o.spinFixed, err = parseSpin(*spin); err != nil {
+		return incastOpts{}, err
+	}
 	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
 		return incastOpts{}, err
 	}
@@ -322,12 +314,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 
 	// NDP: embedded stacks, adaptive polling (K+1 stacks share the CPUs).
 	spin := o.stackSpin(len(hosts), runtime.NumCPU())
-	out.NDPSpin = "default"
-	if spin < 0 {
-		out.NDPSpin = "never"
-	} else if spin > 0 {
-		out.NDPSpin = spin.String()
-	}
+	out.NDPSpin = spinName(spin)
 	out.Setup += fmt.Sprintf("; NDP waiters spin: %s", out.NDPSpin)
 	stacks := make([]*sockapi.Stack, len(hosts))
 	defer func() {
@@ -598,22 +585,10 @@ func (out *incastOutput) setOptimum(o incastOpts, rtt time.Duration) {
 	}
 }
 
-// stackSpin is the NDP stacks' Spin (sockapi.Config; 0: the default) for
-// stacks stacks in this process on ncpu CPUs. With --spin auto the stacks
-// never spin while they outnumber the CPUs: five stacks' spinning
-// waiters on two CPUs took the CPU from the goroutines that had work and,
-// with a stack asleep in ppoll holding its P, kept woken goroutines
-// waiting hundreds of µs for one (docs/datapath.md, the incast). Sleeping
-// at once, parked in the runtime, is how the kernel TCP run's goroutines
-// wait in the same process.
+// stackSpin is the NDP stacks' Spin for stacks stacks on ncpu CPUs
+// (pickSpin).
 func (o incastOpts) stackSpin(stacks, ncpu int) time.Duration {
-	if o.spinFixed {
-		return o.spin
-	}
-	if stacks > ncpu {
-		return -1
-	}
-	return 0
+	return pickSpin(o.spin, o.spinFixed, stacks, ncpu)
 }
 
 // incastDefaultSendBuffer is the stacks' default send buffer

@@ -57,8 +57,12 @@ type leafSpineOpts struct {
 	tcp                   bool
 	json                  bool
 	switchTick            time.Duration
-	timeline              string
-	prof                  profileFlags
+	// spin is the NDP stacks' sockapi.Config.Spin when spinFixed (--spin
+	// with a duration or never); otherwise pickSpin picks it (auto).
+	spin      time.Duration
+	spinFixed bool
+	timeline  string
+	prof      profileFlags
 }
 
 // lsPullBatch is engine.Config.PullBatch's default: a receiver that finds a
@@ -117,6 +121,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	mtu := fs.Int("mtu", 3500, "MTU of every veth, 1280..3500 (native XDP on a veth, which the switch's ports use, allows at most 3506 with 4 KiB pages); at 1500 the ACK and PULL each host sends for the flow it receives take about 10% of the link its own flow leaves by")
 	iw := fs.Int("iw", 0, "NDP initial window in packets (0: the paper's 30, or a round trip of this testbed at --link if more: two pull batches, four hops and 10 ms of host delay)")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
+	spin := fs.String("spin", "auto", spinUsage)
 	swTick := fs.Duration("switch-tick", lsSwitchTick, "while frames flow, the switch's loop sleeps this long after a pass that moved frames (softswitch.Config.Tick; 0: it polls again at once and wakes at every emulated departure)")
 	timeline := fs.String("timeline", "", "append to this CSV file the switch's host-port counters, sampled every millisecond of every run (transport, run, µs since the run's start, port, NIC link, frames offered, frames sent, bytes sent, NDP frames trimmed)")
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -128,7 +133,11 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if fs.NArg() > 0 {
 		return leafSpineOpts{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick, timeline: *timeline}
+	spinD, spinFixed, err := parseSpin(*spin)
+	if err != nil {
+		return leafSpineOpts{}, err
+	}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick, timeline: *timeline, spin: spinD, spinFixed: spinFixed}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -241,9 +250,13 @@ type lsSummary struct {
 }
 
 type leafSpineOutput struct {
-	LinkBps      int64       `json:"link_bps"`
-	MTU          int         `json:"mtu"`
-	IW           int         `json:"iw,omitempty"` // NDP initial window, packets (leafSpineIW)
+	LinkBps int64 `json:"link_bps"`
+	MTU     int   `json:"mtu"`
+	IW      int   `json:"iw,omitempty"` // NDP initial window, packets (leafSpineIW)
+	// NDPSpin is how long the NDP stacks' waiters spin before they sleep
+	// (--spin): "never", "default" (the stack's adaptive default) or a
+	// duration.
+	NDPSpin      string      `json:"ndp_spin,omitempty"`
 	Leaves       int         `json:"leaves"`
 	HostsPerLeaf int         `json:"hosts_per_leaf"`
 	Spines       int         `json:"spines"`
@@ -304,15 +317,16 @@ func runLeafSpine(args []string) error {
 }
 
 func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
-	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, IW: o.iw, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU()}
+	out := leafSpineOutput{LinkBps: o.rate, MTU: o.mtu, IW: o.iw, Leaves: 2, HostsPerLeaf: o.perLeaf, Spines: o.spines, Size: o.size, CPUs: runtime.NumCPU(),
+		NDPSpin: spinName(o.stackSpin())}
 	cfg := softswitch.Config{Rate: o.rate, Spines: o.spines, HostQueue: o.hostQueue, Tick: o.switchTick}
 	if o.degrade > 0 {
 		r := o.rate / int64(o.degrade)
 		cfg.LinkRates = []softswitch.LinkRate{{Leaf: 1, Spine: 1, Up: r, Down: r}}
 		out.Degraded = fmt.Sprintf("leaf1-spine1 at %s b/s (1/%d)", formatRate(float64(r)), o.degrade)
 	}
-	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP, loop tick %v); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d), kernel TCP cubic; receivers hash",
-		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.switchTick, o.perLeaf, o.iw)
+	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP, loop tick %v); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d, waiters spin: %s), kernel TCP cubic; receivers hash",
+		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.switchTick, o.perLeaf, o.iw, out.NDPSpin)
 	tb, err := testbed.New()
 	if err != nil {
 		return out, err
@@ -368,6 +382,12 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 	return out, nil
 }
 
+// stackSpin is the NDP stacks' Spin: the testbed's 2 x perLeaf stacks share
+// the process's CPUs (pickSpin).
+func (o leafSpineOpts) stackSpin() time.Duration {
+	return pickSpin(o.spin, o.spinFixed, 2*o.perLeaf, runtime.NumCPU())
+}
+
 // leafSpineRun runs one permutation with transport "ndp" (stacks opened for
 // the run and closed after it) or "tcp".
 func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runNum int, payload []byte, sum [32]byte) (lsRun, error) {
@@ -390,7 +410,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runN
 		dst := (i + o.perLeaf) % n
 		switch transport {
 		case "ndp":
-			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto, IW: o.iw})
+			s, err := openStack(h.NS, h.Link.Name, sockapi.Config{LinkRate: o.rate, RTO: o.rto, IW: o.iw, Spin: o.stackSpin()})
 			if err != nil {
 				return run, err
 			}

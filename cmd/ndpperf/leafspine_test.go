@@ -5,9 +5,31 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
+
+// TestLeafSpineSpin: the four stacks never spin on a machine with fewer
+// CPUs (--spin auto, as the incast's), and --spin fixes it.
+func TestLeafSpineSpin(t *testing.T) {
+	o, err := parseLeafSpineFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pickSpin(o.spin, o.spinFixed, 4, 2); got >= 0 {
+		t.Errorf("auto, 4 stacks on 2 CPUs: spin %v, want never", got)
+	}
+	if got := pickSpin(o.spin, o.spinFixed, 4, 8); got != 0 {
+		t.Errorf("auto, 4 stacks on 8 CPUs: spin %v, want the default", got)
+	}
+	for arg, want := range map[string]time.Duration{"never": -1, "30us": 30 * time.Microsecond} {
+		o, err := parseLeafSpineFlags([]string{"--spin", arg})
+		if err != nil || o.stackSpin() != want {
+			t.Errorf("--spin %s: %v, %v", arg, o.stackSpin(), err)
+		}
+	}
+}
 
 func TestParseLeafSpineFlags(t *testing.T) {
 	o, err := parseLeafSpineFlags([]string{"--link", "1G", "--spines", "4", "--degrade", "10"})
@@ -17,7 +39,7 @@ func TestParseLeafSpineFlags(t *testing.T) {
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--spines", "1"}}, {[]string{"--degrade", "1"}}, {[]string{"--hosts-per-leaf", "0"}},
 		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}}, {[]string{"--iw", "-1"}},
-		{[]string{"--switch-tick", "2ms"}}, {[]string{"--switch-tick", "-1us"}},
+		{[]string{"--switch-tick", "2ms"}}, {[]string{"--switch-tick", "-1us"}}, {[]string{"--spin", "0s"}}, {[]string{"--spin", "sometimes"}},
 	} {
 		if _, err := parseLeafSpineFlags(tc.args); err == nil {
 			t.Errorf("%q accepted", tc.args)
