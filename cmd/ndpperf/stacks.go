@@ -44,11 +44,10 @@ func parseSpin(s string) (spin time.Duration, fixed bool, err error) {
 // stacks' spinning waiters on two CPUs took the CPU from the goroutines
 // that had work and, with a stack asleep in ppoll holding its P, kept
 // woken goroutines waiting hundreds of µs for one (docs/datapath.md, the
-// incast); in the leaf-spine permutation the four stacks' spinners also
-// held every P, so that the switch's thread, back from its sleep, waited
-// for one (docs/datapath.md, "The leaf-spine permutation"). Sleeping at
-// once, parked in the runtime, is how the kernel TCP run's goroutines wait
-// in the same process.
+// incast); in the leaf-spine permutation the four stacks used a fifth less
+// CPU (docs/datapath.md, "The leaf-spine permutation"). Sleeping at once,
+// parked in the runtime, is how the kernel TCP run's goroutines wait in the
+// same process.
 func pickSpin(spin time.Duration, fixed bool, stacks, ncpu int) time.Duration {
 	if fixed {
 		return spin
