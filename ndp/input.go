@@ -330,6 +330,9 @@ func (e *Endpoint) sndAck(c *conn, h *Header, now Time) {
 					}
 				}
 				e.rttSample(c, m, now, spurious)
+				if m >= 0 {
+					e.seeds.arrived(c.key.remoteIP, now-m)
+				}
 				if spurious {
 					e.stats.SpuriousRTOs++
 				}

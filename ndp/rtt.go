@@ -183,9 +183,15 @@ func (r *rttEstimator) rto(lo, hi Time) Time {
 	return min(max(r.srtt+max(rttGranularity, 4*r.rttvar), 2*r.late, lo), hi)
 }
 
+// rttDest is the memory of one remote address: the seed estimate and the
+// host's silent-flight state (timers.go: the host's rule), which is
+// sender.rackSent / holdUntil / heldAt over all connections to the address.
 type rttDest struct {
-	ip  uint32
-	est rttEstimator
+	ip        uint32
+	est       rttEstimator
+	rackSent  Time // send time of the latest copy to this host known to have arrived
+	holdUntil Time // host-silent packets are not declared lost before this (0: no hold)
+	heldAt    Time // when the current hold began (the fire that started it)
 }
 
 // rttSeeds is the endpoint-level memory that seeds new connections.
@@ -211,6 +217,30 @@ func (s *rttSeeds) noteLate(ip uint32, m, now Time) {
 	s.all.noteLate(m, now)
 	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
 		d.est.noteLate(m, now)
+	}
+}
+
+// host returns the entry of address ip, nil when the table holds none for
+// it (not sampled yet, or a colliding address took the slot).
+func (s *rttSeeds) host(ip uint32) *rttDest {
+	if d := &s.dest[rttSlot(ip)]; d.est.valid && d.ip == ip {
+		return d
+	}
+	return nil
+}
+
+// arrived records that a copy sent to ip at sentAt was ACKed (a valid
+// sample): ip's host answers what was sent up to then, and a hold that
+// began at or before sentAt ends (the fire's resend, or something later,
+// got through).
+func (s *rttSeeds) arrived(ip uint32, sentAt Time) {
+	d := s.host(ip)
+	if d == nil || sentAt <= d.rackSent {
+		return
+	}
+	d.rackSent = sentAt
+	if d.holdUntil != 0 && sentAt >= d.heldAt {
+		d.holdUntil = 0
 	}
 }
 

@@ -1092,3 +1092,71 @@ func TestRTOLateMemorySharedByAddress(t *testing.T) {
 		t.Fatalf("two seconds later: late %v, want 750µs (3ms halved twice)", time.Duration(l))
 	}
 }
+
+// The silent-flight rule across a host's connections: while nothing sent
+// to a host on any connection has arrived, one RTO fire asks it (one
+// resend), not one per connection with a packet out; another host's
+// connections are not held by it; and once the host answers something
+// sent after a connection's packet, that packet's RTO fires as before.
+func TestRTOHostSilentFiresOnce(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	c3 := mkEP(t, [4]byte{10, 0, 0, 3}, nil)
+	b.Listen(80)
+	c3.Listen(80)
+	var hb []Handle
+	for range 4 {
+		h, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+		hb = append(hb, h)
+	}
+	h3, _ := a.Dial(addrOf(c3, 80), DialOptions{}, 0)
+	now := Time(0)
+	for range 10 { // fast exchanges: every RTO at the 1ms floor
+		for _, h := range hb {
+			a.Write(h, []byte("ping"), now)
+			ackAll(t, a, b, poll(t, a, now, true), now, now+20*us)
+		}
+		a.Write(h3, []byte("ping"), now)
+		ackAll(t, a, c3, poll(t, a, now, true), now, now+20*us)
+		now += 100 * us
+	}
+	// b and c3 go silent for 2.5ms with a packet out on every connection
+	for _, h := range hb {
+		a.Write(h, []byte("ping"), now)
+	}
+	toB := poll(t, a, now, true)
+	a.Write(h3, []byte("ping"), now)
+	toC3 := poll(t, a, now, true)
+	for step := now + 100*us; step <= now+2500*us; step += 100 * us {
+		a.HandleTimers(step)
+		poll(t, a, step, true) // resends, lost in the silent hosts' queues
+	}
+	if st := a.Stats(); st.RTOFires != 2 {
+		t.Fatalf("RTO fires %d, want 2: one for each silent host", st.RTOFires)
+	}
+	// the hosts answer the first copies: the late peers' fires were spurious
+	now += 2500 * us
+	ackAll(t, a, b, toB, now, now)
+	ackAll(t, a, c3, toC3, now, now)
+	for step := now; step <= now+50*ms; step += ms {
+		a.HandleTimers(step)
+	}
+	if st := a.Stats(); st.RTOFires != 2 || st.SpuriousRTOs != 2 {
+		t.Fatalf("after the hosts answered: RTO fires %d, spurious %d; want 2, 2", st.RTOFires, st.SpuriousRTOs)
+	}
+	// a real loss on hb[1] while hb[0], sent later, gets through: fired at
+	// hb[1]'s RTO, not held for the host
+	now += 50 * ms
+	a.Write(hb[1], []byte("ping"), now)
+	poll(t, a, now, true) // lost
+	a.Write(hb[0], []byte("ping"), now+10*us)
+	ackAll(t, a, b, poll(t, a, now+10*us, true), now+10*us, now+30*us)
+	rto := Time(rttOf(t, a, hb[1]).RTO)
+	a.HandleTimers(now + rto - us)
+	if st := a.Stats(); st.RTOFires != 2 {
+		t.Fatalf("fired before the RTO (%v): %d", time.Duration(rto), st.RTOFires)
+	}
+	a.HandleTimers(now + rto)
+	if st := a.Stats(); st.RTOFires != 3 {
+		t.Fatalf("the lost packet's RTO (%v) did not fire: fires %d", time.Duration(rto), st.RTOFires)
+	}
+}

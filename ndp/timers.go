@@ -66,8 +66,25 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		// have arrived (sentAt >= rackSent): of the silent packets due, only
 		// the oldest is declared lost; the rest wait (holdUntil). See
 		// sender.rackSent.
+		//
+		// The same holds across a host's connections (the host's rule):
+		// a silent packet sent at or after the host's rackSent (nothing
+		// sent as late to that address, on any connection, has arrived)
+		// is host-silent, and of the host-silent packets due, one per
+		// RTO is declared lost, on whichever connection's timer runs
+		// first; the rest wait until the host's holdUntil or until a
+		// copy sent at or after its heldAt is ACKed (rttSeeds.arrived). A
+		// descheduled host fired once per connection with a packet out
+		// before (8 persistent connections: 8 fires per stall). A
+		// connection whose held packets a later arrival proves lost
+		// fires them at its next timer, up to one RTO later than its own
+		// rule would (the other connections' timers are not visited).
 		silentRule := !e.cfg.FixedRTO
-		lost, resentSilent, holding := 0, false, false
+		var host *rttDest
+		if silentRule {
+			host = e.seeds.host(c.key.remoteIP)
+		}
+		lost, resentSilent, holding, hostFired := 0, false, false, false
 		earliest := Time(-1) // the next deadline
 		for seq := s.una; seq != s.nxtSeq; seq++ {
 			d := s.desc(seq)
@@ -76,8 +93,12 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			}
 			at := d.sentAt + rto
 			silent := silentRule && d.sentAt >= s.rackSent
+			hostSilent := silent && host != nil && d.sentAt >= host.rackSent
 			if silent {
 				at = max(at, s.holdUntil)
+			}
+			if hostSilent {
+				at = max(at, host.holdUntil)
 			}
 			if at > now {
 				if earliest < 0 || at < earliest {
@@ -101,10 +122,15 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			}
 			lost++
 			resentSilent = resentSilent || silent
+			hostFired = hostFired || hostSilent
 		}
 		if lost > 0 {
 			e.stats.RTOFires += uint64(lost)
 			e.timeoutRound(c, now)
+		}
+		if hostFired {
+			// the host's other silent packets wait one more (backed-off) RTO
+			host.holdUntil, host.heldAt = now+e.rto(c), now
 		}
 		if holding {
 			// the rest of the silent flight waits one more (backed-off)
