@@ -127,6 +127,59 @@ func TestHandleIdleTrimsTimeWait(t *testing.T) {
 	}
 }
 
+// TestAllocTakesCleanConn: a connection released since the last idle call
+// lies stale on the pool's top; the next Dial takes the clean one under it
+// (or a new one when the stale one is all the pool holds) and leaves the
+// stale one for HandleIdle, which resets it.
+func TestAllocTakesCleanConn(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	h0, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := a.conn(h0)
+	a.Abort(h0, 0)
+	a.Release(h0) // a client's pool: the one stale connection
+	h1, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.conn(h1) == c0 || len(a.pool) != 1 || a.pool[0] != c0 || !c0.stale {
+		t.Fatalf("Dial with only a stale pooled conn took it (or dropped it) instead of growing the pool")
+	}
+	a.HandleIdle(0) // c0 clean
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, c2 := a.conn(h1), a.conn(h2)
+	a.Abort(h2, 1)
+	a.Release(h2)
+	a.HandleIdle(2) // c2 clean on top
+	a.Abort(h1, 3)
+	a.Release(h1) // c1 stale on top of c2, no idle call since
+	if n := len(a.pool); n < 2 || a.pool[n-1] != c1 || a.pool[n-2] != c2 || !c1.stale || c2.stale {
+		t.Fatalf("pool top two: want stale c1 over clean c2")
+	}
+	h3, err := a.Dial(addrOf(b, 80), DialOptions{}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.conn(h3) != c2 {
+		t.Fatalf("Dial took %p, want the clean %p under the stale top %p", a.conn(h3), c2, c1)
+	}
+	if top := a.pool[len(a.pool)-1]; top != c1 || !c1.stale {
+		t.Fatalf("stale conn not left on top")
+	}
+	a.HandleIdle(5)
+	if c1.stale || c1.closed || c1.snd.nxtSeq != 0 {
+		t.Fatalf("HandleIdle did not reset the stale top: stale %v closed %v", c1.stale, c1.closed)
+	}
+}
+
 // TestHandleIdleResetsPooledConn: a released connection goes back to the
 // pool stale; an idle call resets the one the next Dial takes, and that
 // Dial does not reset it again (it gets what a reset gives either way).

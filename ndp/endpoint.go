@@ -135,7 +135,24 @@ func (e *Endpoint) allocConn() (*conn, error) {
 		e.gens = append(e.gens, 1)
 	}
 	var c *conn
-	if n := len(e.pool); n > 0 {
+	n := len(e.pool)
+	if n > 0 && e.pool[n-1].stale {
+		// The top was released since the last idle call (an RPC client
+		// closes and dials back to back, with no idle poll between):
+		// take a clean one and leave the stale one on top for
+		// HandleIdle to reset in the next wait (resetting it here cost
+		// the Dial 0.2 µs). The clean one is the one under it, or, when
+		// the pool holds only the stale one (a client's pool, which no
+		// Listen reserved, cycles one connection), a new one: the pool
+		// grows by one, once.
+		switch {
+		case n > 1 && !e.pool[n-2].stale:
+			e.pool[n-1], e.pool[n-2] = e.pool[n-2], e.pool[n-1]
+		case n == 1 && e.nActive+n < e.cfg.MaxConns:
+			n = 0
+		}
+	}
+	if n > 0 {
 		c = e.pool[n-1]
 		e.pool = e.pool[:n-1]
 		if c.stale {

@@ -38,6 +38,9 @@ const idleTrimBatch = 2
 //     (a probe of a long-unused table slot: a cache miss).
 //   - It resets the pooled connection the next Dial or accept takes (the
 //     pool's top; its 2.4 KB of state cleared), so that one starts clean.
+//     A connection released after the last idle call lies on top, stale:
+//     a Dial or accept then takes the clean one under it (allocConn), so a
+//     client that closes and dials back to back never resets on its way.
 //
 // Without HandleIdle calls (the simulator) both happen where they are
 // needed: time-wait evicts at close once full, and a stale pooled
