@@ -4,14 +4,20 @@ import "testing"
 
 // TestKeyTableAgainstMap: random add, put, del, delIf and get on a small
 // keyTable (long probe clusters, backward-shift deletions) agree with a Go
-// map at every step.
+// map at every step; the larger table has keys whose one-byte tags collide
+// within a probe cluster.
 func TestKeyTableAgainstMap(t *testing.T) {
-	const max = 64
+	for _, tc := range []struct{ max, ids int }{{64, 96}, {1024, 1536}} {
+		testKeyTableAgainstMap(t, tc.max, tc.ids)
+	}
+}
+
+func testKeyTableAgainstMap(t *testing.T, max, ids int) {
 	tab := newKeyTable(max)
 	ref := map[connKey]int32{}
 	r := rng{s: 1}
 	key := func() connKey { // few distinct keys: many hits, collisions and re-inserts
-		return connKey{remoteIP: 0x0a000002, remotePort: 7, localPort: 49152, connID: uint32(r.intn(96))}
+		return connKey{remoteIP: 0x0a000002, remotePort: 7, localPort: 49152, connID: uint32(r.intn(ids))}
 	}
 	for step := 0; step < 200000; step++ {
 		k, v := key(), int32(r.intn(1000))
