@@ -97,10 +97,11 @@ func leafSpineIW(rate int64, mtu int) int {
 // link and host port (13,000 passes that moved frames and 3,000 sleeps in
 // a 0.5 s run of four 100 Mb/s flows) and used 0.25-0.35 CPU s of each
 // 0.4 s run: most of a CPU taken from the four stacks on a 2-CPU machine,
-// whose pull clocks then fell behind (late pull slots). With 50 µs it wakes
-// 8,000-9,000 times a run and uses 0.11-0.14 CPU s; a frame may leave up to
-// a tick late or Horizon early, a fifth of a 3,514-byte frame's time at
-// 100 Mb/s (docs/datapath.md, "The leaf-spine permutation").
+// whose pull clocks then fell behind (late pull slots). With 50 µs it makes
+// 3,500-5,600 busy passes and as many sleeps a run and uses 0.11-0.16 CPU s
+// in most runs; a frame may leave up to a tick late or Horizon early, a
+// fifth of a 3,514-byte frame's time at 100 Mb/s (docs/datapath.md, "The
+// leaf-spine permutation").
 const lsSwitchTick = 50 * time.Microsecond
 
 // lsRecvBuffer is ndp.Config.RecvBuffer's default, the stacks' receive buffer.
