@@ -58,7 +58,8 @@ type backend interface {
 type backendConn interface {
 	// read blocks until bytes are buffered; with atLeast > 1 a backend
 	// may wait for that many, or the end of the stream, before it returns
-	// (a message read to its end: engine.Conn.ReadAtLeast).
+	// (a message read to its end: engine.Conn.ReadAtLeast), and may
+	// return io.EOF with bytes that end the stream.
 	read(p []byte, atLeast int, cancel <-chan struct{}) (int, error)
 	// write writes all of p unless an error or cancel stops it; with
 	// closeWrite the write side is closed (FIN) after p in the same batch.

@@ -124,7 +124,10 @@ func (c *Conn) ReadBuffered(p []byte) (int, error) {
 // goroutine is not woken for every arriving packet meanwhile (a 1 MB
 // response woke its reader about 700 times; SO_RCVLOWAT is the kernel's
 // counterpart). n is capped at len(p) and at a quarter of the receive
-// buffer, so the window never waits on the reader.
+// buffer, so the window never waits on the reader. When n > 1 and the bytes
+// it returns end the stream (the peer's FIN follows them) it returns them
+// with io.EOF, as io.Reader allows: a message reader learns the end without
+// another call (an RPC client's, 0.2 µs on its critical path).
 func (c *Conn) ReadAtLeast(p []byte, n int, cancel <-chan struct{}) (int, error) {
 	return c.read(p, max(1, min(n, len(p), c.s.ep.Config().RecvBuffer/4)), cancel)
 }
@@ -203,6 +206,14 @@ func (c *Conn) tryReadLocked(p []byte, atLeast int, now ndp.Time) (int, error, b
 	if n > 0 {
 		// Reading made room: the endpoint may have handed out PULLs.
 		c.s.drainEventsLocked(now)
+		if atLeast > 1 {
+			// A message read (ReadAtLeast): report the end with the
+			// bytes that reached it (the endpoint's EOF, never its
+			// error, which the next call returns).
+			if _, end := c.s.ep.Read(c.h, nil); end == io.EOF {
+				return n, io.EOF, true
+			}
+		}
 		return n, nil, true
 	}
 	if err != nil {

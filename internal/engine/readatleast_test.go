@@ -67,3 +67,63 @@ func TestReadAtLeastWaitsForItsThreshold(t *testing.T) {
 		t.Fatalf("%d bytes read, differ from the %d sent", len(got), size)
 	}
 }
+
+// ReadAtLeast returns the bytes that end a stream with io.EOF (a message
+// reader needs no further call to learn the end); Read returns them with
+// nil and io.EOF on the next call; bytes that do not end the stream come
+// with nil.
+func TestReadAtLeastEOFWithLastBytes(t *testing.T) {
+	a, b, _, _ := memPair(t, PollBusy, func(c *Config) { c.NoBackground = true })
+	l, err := b.Listen(9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := bytes.Repeat([]byte("m"), 3000)
+	for _, tc := range []struct {
+		name     string
+		fin      bool
+		atLeast  int
+		wantErrs []error // per call, until the stream's bytes and end are read
+	}{
+		{"ReadAtLeast to the end", true, len(msg), []error{io.EOF}},
+		{"Read to the end", true, 1, []error{nil, io.EOF}},
+		{"ReadAtLeast without FIN", false, len(msg), []error{nil}},
+	} {
+		c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(msg, tc.fin, nil); err != nil {
+			t.Fatal(err)
+		}
+		sc, err := l.Accept(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		// Wait for the whole message, FIN included, to be buffered.
+		for sc.Readable() < len(msg) || (tc.fin && !b.ep.ReadEnded(sc.h)) {
+			b.Poll()
+		}
+		got := 0
+		for i, want := range tc.wantErrs {
+			p := buf[min(got, len(buf)-1):]
+			var n int
+			var err error
+			if tc.atLeast == 1 {
+				n, err = sc.Read(p, nil)
+			} else {
+				n, err = sc.ReadAtLeast(p, tc.atLeast, nil)
+			}
+			got += n
+			if err != want {
+				t.Fatalf("%s: call %d returned %d bytes, %v; want %v", tc.name, i, n, err, want)
+			}
+		}
+		if got != len(msg) {
+			t.Fatalf("%s: read %d bytes, want %d", tc.name, got, len(msg))
+		}
+		sc.Abort()
+		c.Abort()
+	}
+}
