@@ -1160,3 +1160,59 @@ func TestRTOHostSilentFiresOnce(t *testing.T) {
 		t.Fatalf("the lost packet's RTO (%v) did not fire: fires %d", time.Duration(rto), st.RTOFires)
 	}
 }
+
+// With AckHold the host's ACKs do not come in send order: a one-packet
+// message's ACK waits up to AckHold for its answer while a packet sent
+// just after it on another connection is ACKed at once. Such an arrival
+// does not end the first packet's silence; one sent AckHold or more after
+// it does (the host's poll that took it released every held ACK due).
+func TestRTOHostSilentAckHoldGrace(t *testing.T) {
+	const hold = 200 * us
+	a := mkEP(t, ipA, func(c *Config) { c.CoalesceControl, c.AckHold = true, time.Duration(hold) })
+	b := mkEP(t, ipB, nil)
+	b.Listen(80)
+	var hs []Handle
+	for range 3 {
+		h, _ := a.Dial(addrOf(b, 80), DialOptions{}, 0)
+		hs = append(hs, h)
+	}
+	now := Time(0)
+	for range 10 {
+		for _, h := range hs {
+			a.Write(h, []byte("ping"), now)
+			ackAll(t, a, b, poll(t, a, now, true), now, now+20*us)
+		}
+		now += 100 * us
+	}
+	for _, after := range []Time{hold / 2, hold + 100*us} {
+		fires := a.Stats().RTOFires
+		a.Write(hs[0], []byte("ping"), now)
+		a.Write(hs[1], []byte("ping"), now)
+		silent := poll(t, a, now, true) // their ACKs held at b
+		a.Write(hs[2], []byte("ping"), now+after)
+		ackAll(t, a, b, poll(t, a, now+after, true), now+after, now+after+20*us)
+		rto := Time(rttOf(t, a, hs[0]).RTO)
+		a.HandleTimers(now + rto)
+		poll(t, a, now+rto, true)
+		got := a.Stats().RTOFires - fires
+		want := uint64(1) // host-silent: one fire asks the host
+		if after >= hold {
+			want = 2 // the host processed past their hold: both lost
+		}
+		if got != want {
+			t.Fatalf("answer sent %v after them: %d fires, want %d", time.Duration(after), got, want)
+		}
+		now += rto + 10*us
+		ackAll(t, a, b, silent, now, now) // the first copies arrive
+		now += 50 * ms
+		a.HandleTimers(now)
+		poll(t, a, now, true)
+		for _, h := range hs { // settle: everything ACKed
+			if c := a.conn(h); c.snd.una != c.snd.nxtSeq {
+				deliver(t, b, now, poll(t, a, now, true)...)
+				deliver(t, a, now, poll(t, b, now, true)...)
+			}
+		}
+		now += 2 * ms
+	}
+}

@@ -71,12 +71,13 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		// sender.rackSent.
 		//
 		// The same holds across a host's connections (the host's rule):
-		// a silent packet sent at or after the host's rackSent (nothing
-		// sent as late to that address, on any connection, has arrived)
-		// is host-silent, and of the host-silent packets due, one per
-		// RTO is declared lost, on whichever connection's timer runs
-		// first; the rest wait until the host's holdUntil or until a
-		// copy sent at or after its heldAt is ACKed (rttSeeds.arrived). A
+		// a silent packet is host-silent when nothing sent to that
+		// address on any connection at or after it (beyond hostGrace,
+		// below) is known to have arrived (the host's rackSent), and of
+		// the host-silent packets due, one per RTO is declared lost, on
+		// whichever connection's timer runs first; the rest wait until
+		// the host's holdUntil or until a copy sent at or after its
+		// heldAt is ACKed (rttSeeds.arrived). A
 		// descheduled host fired once per connection with a packet out
 		// before (8 persistent connections: 8 fires per stall). A
 		// connection whose held packets a later arrival proves lost
@@ -87,6 +88,14 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 		if silentRule {
 			host = e.seeds.host(c.key.remoteIP)
 		}
+		// A copy sent less than AckHold after a packet may be ACKed
+		// while the packet's ACK is still held for its answer
+		// (ackhold.go): only an arrival sent later proves the host
+		// processed past the packet's hold.
+		hostGrace := Time(0)
+		if e.cfg.CoalesceControl {
+			hostGrace = Time(e.cfg.AckHold)
+		}
 		lost, resentSilent, holding, hostFired := 0, false, false, false
 		earliest := Time(-1) // the next deadline
 		for seq := s.una; seq != s.nxtSeq; seq++ {
@@ -96,7 +105,7 @@ func (e *Endpoint) connTimer(c *conn, now Time) {
 			}
 			at := d.sentAt + rto
 			silent := silentRule && d.sentAt >= s.rackSent
-			hostSilent := silent && host != nil && d.sentAt >= host.rackSent
+			hostSilent := silent && host != nil && d.sentAt+hostGrace >= host.rackSent
 			if silent {
 				at = max(at, s.holdUntil)
 			}
