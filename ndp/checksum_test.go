@@ -6,6 +6,17 @@ import "testing"
 // random lengths up to a jumbo frame, of random bytes and of all-0xff
 // bytes (every add carries), from every alignment of the slice.
 func TestSumBytesLong(t *testing.T) {
+	// Both paths of sumBytes: the wide one where the CPU has it (amd64
+	// with AVX2), then the add-with-carry chain alone.
+	wide := hasAVX2
+	defer func() { hasAVX2 = wide }()
+	for _, hasAVX2 = range []bool{wide, false} {
+		checkSumBytesLong(t)
+	}
+}
+
+func checkSumBytesLong(t *testing.T) {
+	t.Helper()
 	ref := func(b []byte) uint16 {
 		var s uint64
 		for i := 0; i+1 < len(b); i += 2 {
@@ -37,7 +48,7 @@ func TestSumBytesLong(t *testing.T) {
 		w := uint64(want) + uint64(fold(acc))
 		w = w>>16 + w&0xffff
 		if g, w := got, uint16(w); g != w && !(g == 0 && w == 0xffff) && !(g == 0xffff && w == 0) {
-			t.Fatalf("len %d off %d: %#x, want %#x", len(b), off, g, w)
+			t.Fatalf("wide path %v, len %d off %d: %#x, want %#x", hasAVX2, len(b), off, g, w)
 		}
 	}
 }
