@@ -21,7 +21,7 @@ type fabricFlags struct {
 	link        int64         // --fabric switch: every port's emulated rate, bits/s
 	personality string        // --fabric switch: "ndp" or "commodity"
 	hostQueue   int           // --fabric switch: host NIC queue in frames (0: no NIC links)
-	tick        time.Duration // --fabric switch: the switch loop's sleep between busy passes (softswitch.Config.Tick)
+	tick        time.Duration // --fabric switch: the switch loop's sleep between busy passes (softswitch.Config.Tick); autoTick: switchTickFor
 	pullBatch   int           // the NDP stacks' PullBatch (0: the stacks' default)
 }
 
@@ -32,7 +32,7 @@ type fabricFlagValues struct {
 	link        *bitRate
 	personality *string
 	hostQueue   *int
-	tick        *time.Duration
+	tick        *string
 	pullBatch   *int
 	own         string
 }
@@ -47,7 +47,7 @@ func registerFabricFlags(fs *flag.FlagSet, own, ownHelp string) fabricFlagValues
 	fs.Var(v.link, "link", "--fabric switch: emulated rate of every switch port (bits/s, e.g. 1G); the NDP pull rate too unless --rate is given")
 	v.hostQueue = fs.Int("host-queue", 0, "--fabric switch: emulate each host's link into the switch at --link with a NIC queue of this many frames (0: frames enter the switch as fast as the veth delivers them)")
 	v.personality = fs.String("personality", "ndp", "--fabric switch: trimming personality, ndp (NDP-aware) or commodity (cut to 128 bytes, DSCP rewrite)")
-	v.tick = fs.Duration("switch-tick", 0, "--fabric switch: while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long; saves the switch CPU on a loaded host, costs time on a quiet one); 0: it polls again at once")
+	v.tick = fs.String("switch-tick", "auto", "--fabric switch: "+switchTickUsage)
 	v.pullBatch = fs.Int("pull-batch", 0, "the NDP stacks' pull batch: PULL slots one release covers, sent in one kick (0: the stacks' default)")
 	return v
 }
@@ -63,7 +63,11 @@ func (v fabricFlagValues) parse(fs *flag.FlagSet, rate *int64) (fabricFlags, err
 	default:
 		return fabricFlags{}, fmt.Errorf("--fabric %q: want %s or switch", *v.fabric, v.own)
 	}
-	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue, tick: *v.tick, pullBatch: *v.pullBatch}
+	tick, err := parseSwitchTick(*v.tick)
+	if err != nil {
+		return fabricFlags{}, err
+	}
+	f := fabricFlags{fabric: "switch", link: int64(*v.link), personality: *v.personality, hostQueue: *v.hostQueue, tick: tick, pullBatch: *v.pullBatch}
 	rateSet := false
 	fs.Visit(func(fl *flag.Flag) { rateSet = rateSet || fl.Name == "rate" })
 	if !rateSet && rate != nil {
@@ -86,18 +90,66 @@ func (f fabricFlags) validate() error {
 		return fmt.Errorf("--personality %q: want ndp or commodity", f.personality)
 	case f.hostQueue < 0 || f.hostQueue > 100000:
 		return fmt.Errorf("--host-queue %d: want 0..100000", f.hostQueue)
-	case f.tick < 0 || f.tick > time.Millisecond:
-		return fmt.Errorf("--switch-tick %v: want 0..1ms", f.tick)
 	}
 	return nil
+}
+
+// switchTickUsage is the help of --switch-tick (the fabric flags' and
+// leafspine's).
+const switchTickUsage = "while departures are due, the switch's loop sleeps this long after a pass that moved frames (one batch per port per tick, arrivals wait up to this long; saves the switch CPU on a loaded host, costs time on a quiet one): a duration up to 1ms (0: it polls again at once), or auto: 50us where a full frame takes 100us or more on a port (at most 120 Mb/s at MTU 1500), else 0"
+
+// autoTick is a tick flag's "auto": switchTickFor picks the tick.
+const autoTick = time.Duration(-1)
+
+// parseSwitchTick parses --switch-tick: auto (autoTick) or 0..1ms.
+func parseSwitchTick(s string) (time.Duration, error) {
+	if s == "auto" {
+		return autoTick, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > time.Millisecond {
+		return 0, fmt.Errorf("--switch-tick %q: want auto or a duration 0..1ms", s)
+	}
+	return d, nil
+}
+
+// switchTickFor is the switch loop's tick (softswitch.Config.Tick) for
+// ports of rate bits/s and veths of MTU mtu (0: 1500) when the flag says
+// auto: 50 µs where a full frame takes 100 µs or more on a port, else 0.
+// Under SCHED_FIFO a switch without a tick wakes at every emulated
+// departure of every port, which at 100 Mb/s is a frame time of 120 µs or
+// more apart and cost the switch thread most of a CPU taken from the
+// stacks on a 2-CPU machine: in the 100 Mb/s leaf-spine permutation (four
+// 4 MB flows) 0.25-0.35 CPU s of each 0.4 s run against 0.11-0.16 with the
+// tick (median flow 0.83 -> 0.90 of the link, docs/datapath.md "The
+// leaf-spine permutation"), and in the 8 x 1 MB incast at 100 Mb/s 2.2
+// against 1.2-1.3 CPU s a run, 1.06-1.11 against 1.02-1.04 times the
+// optimum. A frame may leave up to a tick late or Horizon early: under
+// half a frame's time at these rates. Where frames are shorter (12 µs at
+// 1 Gb/s) a tick batches arrivals that would meet the queue a frame time
+// apart, and the 1 Gb/s incast trimmed 4-6 times as much with 50 µs
+// (docs/datapath.md, "A round's CPU at 1 Gb/s"), so no tick there.
+func switchTickFor(rate int64, mtu int) time.Duration {
+	if mtu <= 0 {
+		mtu = 1500
+	}
+	if time.Duration(int64(mtu)*8*int64(time.Second)/rate) >= 100*time.Microsecond {
+		return 50 * time.Microsecond
+	}
+	return 0
 }
 
 // on reports whether the hosts run through the switch.
 func (f fabricFlags) on() bool { return f.fabric == "switch" }
 
-// switchConfig is the switch the flags describe.
-func (f fabricFlags) switchConfig() softswitch.Config {
-	cfg := softswitch.Config{Rate: f.link, HostQueue: f.hostQueue, Tick: f.tick}
+// switchConfig is the switch the flags describe, for veths of MTU mtu (0:
+// 1500).
+func (f fabricFlags) switchConfig(mtu int) softswitch.Config {
+	tick := f.tick
+	if tick == autoTick {
+		tick = switchTickFor(f.link, mtu)
+	}
+	cfg := softswitch.Config{Rate: f.link, HostQueue: f.hostQueue, Tick: tick}
 	if f.personality == "commodity" {
 		cfg.Personality = softswitch.TrimCommodity
 	}
@@ -106,7 +158,7 @@ func (f fabricFlags) switchConfig() softswitch.Config {
 
 // star builds hosts hosts on the switch on tb (tb.Close stops it).
 func (f fabricFlags) star(tb *testbed.Testbed, hosts, mtu int) (*softswitch.Star, error) {
-	return softswitch.NewStar(tb, softswitch.StarConfig{Hosts: hosts, MTU: mtu, Switch: f.switchConfig()})
+	return softswitch.NewStar(tb, softswitch.StarConfig{Hosts: hosts, MTU: mtu, Switch: f.switchConfig(mtu)})
 }
 
 // fabricHost is one host namespace of a benchmark and its addressed link.

@@ -3,13 +3,14 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
 
 func TestParseFabricFlags(t *testing.T) {
 	o, err := parseThroughputFlags([]string{"--fabric", "switch", "--link", "100M"})
-	if err != nil || o.fabricFlags != (fabricFlags{fabric: "switch", link: 100e6, personality: "ndp"}) || o.rate != 100e6 {
+	if err != nil || o.fabricFlags != (fabricFlags{fabric: "switch", link: 100e6, personality: "ndp", tick: autoTick}) || o.rate != 100e6 {
 		t.Errorf("throughput --fabric switch --link 100M: %+v, %v (want the pull rate at the link's)", o, err)
 	}
 	o, err = parseThroughputFlags([]string{"--fabric", "switch", "--link", "100M", "--rate", "50M", "--host-queue", "64", "--personality", "commodity"})
@@ -140,5 +141,41 @@ func TestRPCSwitch(t *testing.T) {
 		if r.N != 200 || r.Lost != 0 || r.P50us <= 0 {
 			t.Errorf("%s: %+v", r.Transport, r)
 		}
+	}
+}
+
+// TestSwitchTickFor: auto gives the switch a 50 µs tick where a full frame
+// takes 100 µs or more on a port, none at faster rates; the flag takes auto
+// or 0..1ms.
+func TestSwitchTickFor(t *testing.T) {
+	for _, tc := range []struct {
+		rate int64
+		mtu  int
+		want time.Duration
+	}{
+		{1e9, 1500, 0}, {200e6, 1500, 0}, {100e6, 0, 50 * time.Microsecond}, {100e6, 1500, 50 * time.Microsecond},
+		{10e6, 1500, 50 * time.Microsecond}, {200e6, 3500, 50 * time.Microsecond}, {1e9, 3500, 0},
+	} {
+		if got := switchTickFor(tc.rate, tc.mtu); got != tc.want {
+			t.Errorf("rate %d mtu %d: %v, want %v", tc.rate, tc.mtu, got, tc.want)
+		}
+	}
+	for s, want := range map[string]time.Duration{"auto": autoTick, "0": 0, "20us": 20 * time.Microsecond, "1ms": time.Millisecond} {
+		if got, err := parseSwitchTick(s); err != nil || got != want {
+			t.Errorf("%q: %v, %v", s, got, err)
+		}
+	}
+	for _, s := range []string{"", "-1us", "2ms", "often"} {
+		if _, err := parseSwitchTick(s); err == nil {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	f := fabricFlags{fabric: "switch", link: 100e6, personality: "ndp", tick: autoTick}
+	if c := f.switchConfig(1500); c.Tick != 50*time.Microsecond {
+		t.Errorf("auto at 100M: config tick %v", c.Tick)
+	}
+	f.tick = 0
+	if c := f.switchConfig(1500); c.Tick != 0 {
+		t.Errorf("--switch-tick 0 at 100M: config tick %v", c.Tick)
 	}
 }

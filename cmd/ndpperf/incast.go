@@ -294,8 +294,8 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	if sw != nil {
 		out.Fabric, out.LinkBps = "switch", o.link
 		c := sw.Config()
-		out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on ndpswitch (%s trimming, %s b/s ports, NDP data queue %d packets, drop-tail queue %d frames for TCP), veth MTU %d, new connection per request",
-			k, c.Personality, formatRate(float64(o.link)), max(c.Fabric.DataQueue, 8), c.OtherQueue, out.MTU)
+		out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on ndpswitch (%s trimming, %s b/s ports, NDP data queue %d packets, drop-tail queue %d frames for TCP, loop tick %v), veth MTU %d, new connection per request",
+			k, c.Personality, formatRate(float64(o.link)), max(c.Fabric.DataQueue, 8), c.OtherQueue, c.Tick, out.MTU)
 	}
 	out.Setup += fmt.Sprintf("; NDP IW %d packets", o.iwPackets(out.MTU))
 	switchSnap := func() softswitch.Stats {

@@ -91,19 +91,6 @@ func leafSpineIW(rate int64, mtu int) int {
 	return min(iw, lsRecvBuffer/ndp.MaxPayload(mtu))
 }
 
-// lsSwitchTick is the switch loop's sleep between passes that moved frames
-// (softswitch.Config.Tick) in this benchmark. Without it the switch thread,
-// under SCHED_FIFO, wakes at every emulated departure on every internal
-// link and host port (13,000 passes that moved frames and 3,000 sleeps in
-// a 0.5 s run of four 100 Mb/s flows) and used 0.25-0.35 CPU s of each
-// 0.4 s run: most of a CPU taken from the four stacks on a 2-CPU machine,
-// whose pull clocks then fell behind (late pull slots). With 50 µs it makes
-// 3,500-5,600 busy passes and as many sleeps a run and uses 0.11-0.16 CPU s
-// in most runs; a frame may leave up to a tick late or Horizon early, a
-// fifth of a 3,514-byte frame's time at 100 Mb/s (docs/datapath.md, "The
-// leaf-spine permutation").
-const lsSwitchTick = 50 * time.Microsecond
-
 // lsRecvBuffer is ndp.Config.RecvBuffer's default, the stacks' receive buffer.
 const lsRecvBuffer = 256 << 10
 
@@ -123,7 +110,7 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	iw := fs.Int("iw", 0, "NDP initial window in packets (0: the paper's 30, or a round trip of this testbed at --link if more: two pull batches, four hops and 10 ms of host delay)")
 	tcp := fs.Bool("tcp", true, "also run kernel TCP (cubic) through the same fabric")
 	spin := fs.String("spin", "auto", spinUsage)
-	swTick := fs.Duration("switch-tick", lsSwitchTick, "while frames flow, the switch's loop sleeps this long after a pass that moved frames (softswitch.Config.Tick; 0: it polls again at once and wakes at every emulated departure)")
+	swTick := fs.String("switch-tick", "auto", switchTickUsage)
 	timeline := fs.String("timeline", "", "append to this CSV file the switch's host-port counters, sampled every millisecond of every run (transport, run, µs since the run's start, port, NIC link, frames offered, frames sent, bytes sent, NDP frames trimmed)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	var prof profileFlags
@@ -138,7 +125,11 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 	if err != nil {
 		return leafSpineOpts{}, err
 	}
-	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: *swTick, timeline: *timeline, spin: spinD, spinFixed: spinFixed}
+	tick, err := parseSwitchTick(*swTick)
+	if err != nil {
+		return leafSpineOpts{}, err
+	}
+	o := leafSpineOpts{rate: int64(rate), size: int64(size), spines: *spines, perLeaf: *perLeaf, runs: *runs, degrade: *degrade, rto: *rto, hostQueue: *hostQ, mtu: *mtu, iw: *iw, tcp: *tcp, json: *asJSON, prof: prof, switchTick: tick, timeline: *timeline, spin: spinD, spinFixed: spinFixed}
 	switch {
 	case o.rate < 1e6 || o.rate > 100e9:
 		return o, fmt.Errorf("--link %d: want 1M..100G", o.rate)
@@ -156,8 +147,9 @@ func parseLeafSpineFlags(args []string) (leafSpineOpts, error) {
 		return o, fmt.Errorf("--degrade %d: want 0 or 2..link/1M", o.degrade)
 	case o.iw < 0 || o.iw > 1000:
 		return o, fmt.Errorf("--iw %d: want 0..1000", o.iw)
-	case o.switchTick < 0 || o.switchTick > time.Millisecond:
-		return o, fmt.Errorf("--switch-tick %v: want 0..1ms", o.switchTick)
+	}
+	if o.switchTick == autoTick {
+		o.switchTick = switchTickFor(o.rate, o.mtu)
 	}
 	if o.iw == 0 {
 		o.iw = leafSpineIW(o.rate, o.mtu)

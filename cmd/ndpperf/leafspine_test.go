@@ -33,13 +33,19 @@ func TestLeafSpineSpin(t *testing.T) {
 
 func TestParseLeafSpineFlags(t *testing.T) {
 	o, err := parseLeafSpineFlags([]string{"--link", "1G", "--spines", "4", "--degrade", "10"})
-	if err != nil || o.rate != 1e9 || o.spines != 4 || o.degrade != 10 || o.rto <= 0 || o.hostQueue != 256 || o.switchTick != lsSwitchTick {
-		t.Fatalf("%+v, %v", o, err)
+	if err != nil || o.rate != 1e9 || o.spines != 4 || o.degrade != 10 || o.rto <= 0 || o.hostQueue != 256 || o.switchTick != 0 {
+		t.Fatalf("%+v, %v", o, err) // auto: no tick at 1 Gb/s
+	}
+	if o, err := parseLeafSpineFlags([]string{"--link", "100M"}); err != nil || o.switchTick != 50*time.Microsecond {
+		t.Fatalf("100M: tick %v, %v", o.switchTick, err)
+	}
+	if o, err := parseLeafSpineFlags([]string{"--link", "100M", "--switch-tick", "0"}); err != nil || o.switchTick != 0 {
+		t.Fatalf("--switch-tick 0: tick %v, %v", o.switchTick, err)
 	}
 	for _, tc := range []struct{ args []string }{
 		{[]string{"--spines", "1"}}, {[]string{"--degrade", "1"}}, {[]string{"--hosts-per-leaf", "0"}},
 		{[]string{"--link", "fast"}}, {[]string{"--size", "0"}}, {[]string{"extra"}}, {[]string{"--iw", "-1"}},
-		{[]string{"--switch-tick", "2ms"}}, {[]string{"--switch-tick", "-1us"}}, {[]string{"--spin", "0s"}}, {[]string{"--spin", "sometimes"}},
+		{[]string{"--switch-tick", "2ms"}}, {[]string{"--switch-tick", "-1us"}}, {[]string{"--switch-tick", "often"}}, {[]string{"--spin", "0s"}}, {[]string{"--spin", "sometimes"}},
 	} {
 		if _, err := parseLeafSpineFlags(tc.args); err == nil {
 			t.Errorf("%q accepted", tc.args)
