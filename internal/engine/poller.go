@@ -64,12 +64,17 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		s.appPollAt.Store(int64(now))
 		// Let other goroutines run between polls when this one is not the
 		// stack's only spinner: with more spinners than cores the Go
-		// scheduler otherwise preempts only every 10ms. A lone adaptive
-		// spinner yields every yieldEvery of spinning (its window may grow
-		// to MaxSpin), not on every poll: for a goroutine locked to its
-		// thread a yield is a thread handoff costing tens of µs, which on
-		// every poll made each adaptive RPC wait as long as kernel TCP's.
-		if s.spinners.Load() > 1 || (s.cfg.Mode == PollAdaptive && now-w.start >= (w.yields+1)*yieldEvery) {
+		// scheduler otherwise preempts only every 10ms. A lone spinner
+		// (busy, or adaptive while its window lasts, which may grow to
+		// MaxSpin) yields every yieldEvery of spinning, not on every poll:
+		// for a goroutine locked to its thread a yield is a thread handoff
+		// costing tens of µs, which on every poll made each adaptive RPC
+		// wait as long as kernel TCP's. Never yielding held its P for good:
+		// a goroutine readied meanwhile (a server goroutine the client has
+		// just started, a peer stack's poller back from its sleep) waited
+		// for the runtime's forced preemption, 10 ms, when every P spun
+		// (TestBusyWaiterLetsOthersRun, docs/latency.md).
+		if s.spinners.Load() > 1 || now-w.start >= (w.yields+1)*yieldEvery {
 			w.yields++
 			runtime.Gosched()
 		}
@@ -180,7 +185,7 @@ func (s *Stack) adaptSpin(slept, limit ndp.Time) {
 	}
 }
 
-// yieldEvery is how often a lone adaptive spinner lets other goroutines
+// yieldEvery is how often a lone spinner lets other goroutines
 // run. For a goroutine locked to its thread a yield is a thread handoff
 // (the P goes to another thread, which finds only the locked goroutine and
 // hands the P back: two futex wakeups, tens of µs on a loaded VM). Every
