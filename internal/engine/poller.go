@@ -222,6 +222,21 @@ func (s *Stack) sleepOnLink(limit time.Duration) {
 		if d < 0 || d > limit {
 			d = limit
 		}
+		if s.cfg.Spin >= 0 {
+			// The link's Wait blocks this thread in ppoll holding its P
+			// (XDPConfig.RuntimeWait is for stacks that never spin), and
+			// a goroutine readied onto that P before the sleep (one this
+			// goroutine just woke or started) waits until sysmon takes the
+			// P back: never, while a waiter sleeps 1 ms at a time (each
+			// ppoll a new syscall to sysmon, which looks every 10 ms once
+			// the process seems idle). In `ndpperf rpc --conn persistent`
+			// the server's echo goroutine, readied by the server's
+			// background poller before its ppoll, ran 13.4 ms late while
+			// the client slept on the other P, long past the client's RTO
+			// (TestLinkSleepLetsReadiedRun, docs/latency.md). Let it run
+			// first; a frame that arrives meanwhile ends the sleep at once.
+			runtime.Gosched()
+		}
 		t0 := s.clock()
 		s.link.Wait(d)
 		s.wakeups.Add(1)

@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ndpstack/ndpstack/ndp"
+)
+
+// threadWaitLink is a MemLink whose Wait blocks its thread in ppoll(2) for
+// the whole timeout, holding its P, as XDPLink's Wait does (it ignores
+// arrivals; nothing arrives in the test that uses it).
+type threadWaitLink struct{ *MemLink }
+
+func (l threadWaitLink) Wait(d time.Duration) error {
+	if d < 0 {
+		d = 100 * time.Millisecond
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	unix.Ppoll(nil, &ts, nil)
+	return nil
+}
+
+// A goroutine about to sleep on a link that blocks its thread (ppoll)
+// lets the goroutines readied onto its P run first. Without that, a
+// goroutine it had just readied waited in the P's run queue until the
+// runtime's sysmon took the P back from the syscall; a waiter that sleeps
+// 1 ms at a time enters a new syscall before sysmon (every 10 ms once the
+// process looks idle) sees the same one twice, so that can be never. In
+// `ndpperf rpc --conn persistent` (adaptive) the server's echo goroutine,
+// readied by the server's background poller just before its ppoll, ran
+// 13.4 ms later while the client's Read slept 1 ms at a time on the other
+// P, long past the client's RTO. Here one P: a goroutine starts another
+// and then waits for data that never comes, sleeping on the link itself;
+// the started goroutine runs within the spin window (11-19 ms before).
+func TestLinkSleepLetsReadiedRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	ma, mb := NewMemPipe(MemConfig{}, macA, macB)
+	mk := func(l Link, ip [4]byte, seed uint64) *Stack {
+		s, err := New(Config{
+			Link:     l,
+			Endpoint: ndp.Config{LocalIP: ip, Seed: seed},
+			Resolver: StaticResolver{ipA: macA, ipB: macB},
+			Mode:     PollAdaptive,
+			// The window as it is after an idle spell (the default Spin,
+			// below yieldEvery: a spin that short never yields).
+			Spin:    50 * time.Microsecond,
+			MaxSpin: 50 * time.Microsecond,
+			// The waiter itself sleeps on the link (no background poller
+			// holding it), as the client's Read did at the turn start.
+			NoBackground: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := mk(threadWaitLink{ma}, ipA, 1)
+	b := mk(mb, ipB, 2)
+	l, err := b.Listen(9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(make([]byte, 100), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 10
+	late := make([]time.Duration, 0, rounds)
+	buf := make([]byte, 100)
+	for range rounds {
+		// Busy without syscalls first, as the harness's other transport's
+		// turn keeps the process: sysmon, finding nothing to retake, backs
+		// off to its longest period (10 ms). (A process idle on every P
+		// instead puts sysmon to sleep, and its wakeup resets the period.)
+		for t0 := time.Now(); time.Since(t0) < 40*time.Millisecond; {
+		}
+		ran := make(chan time.Duration, 1)
+		done := make(chan error, 1)
+		cancel := make(chan struct{})
+		go func() {
+			started := make(chan struct{})
+			t0 := time.Now()
+			go func() {
+				ran <- time.Since(t0)
+				close(started)
+			}()
+			_, err := c.Read(buf, cancel) // nothing comes: waits until cancel
+			done <- err
+		}()
+		select {
+		case d := <-ran:
+			late = append(late, d)
+		case <-time.After(time.Second):
+			late = append(late, time.Second) // still not run
+		}
+		close(cancel)
+		if err := <-done; err == nil {
+			t.Fatal("the reader returned without data or cancel")
+		}
+	}
+	slices.Sort(late)
+	// Without the yield the started goroutine ran when sysmon retook the
+	// P, milliseconds later; with it after the spin window (50 µs, up to
+	// MaxSpin), allowing for a loaded machine and the race detector.
+	if med := late[len(late)/2]; med > 1500*time.Microsecond {
+		t.Fatalf("a goroutine started before a link sleep ran %v late (median; all %v)", med, late)
+	}
+}
