@@ -284,6 +284,7 @@ func (s *Stack) background() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	idleSince := s.clock()
+	woke := false // back from a sleep on the link, nothing polled since
 	for {
 		select {
 		case <-s.done:
@@ -295,7 +296,7 @@ func (s *Stack) background() {
 			if !s.waitKick(timer) {
 				return
 			}
-			idleSince = s.clock()
+			idleSince, woke = s.clock(), false
 			continue
 		}
 		s.mu.Lock()
@@ -303,15 +304,26 @@ func (s *Stack) background() {
 		did := s.pollLocked(now)
 		s.unlock()
 		if did {
-			idleSince = now
+			idleSince, woke = now, false
 			continue
 		}
-		if now-idleSince < ndp.Time(s.spin.Load()) {
+		// A sleep that ended with nothing to poll was a Wake (an API
+		// call's new timer, afterCallUnlock) or its deadline: sleep again
+		// at once, without the idle spin. Spinning there took the CPU of
+		// the thread that woke it: in `ndpperf rpc --conn persistent` the
+		// client's Write woke its stack's poller at a turn's start, the
+		// kernel ran that thread on the client's CPU, and it spun the
+		// adaptive window (up to MaxSpin, 1 ms) while the client stayed
+		// inside its eventfd write and the echo goroutine it had just
+		// started waited on the client's P: 1.9 ms to the turn's first
+		// answer, and the client's RTO fired (TestWokenPollerSleepsAgain).
+		if !woke && now-idleSince < ndp.Time(s.spin.Load()) {
 			continue
 		}
 		if s.linkWaiter.CompareAndSwap(false, true) {
 			s.sleepOnLink(100 * time.Millisecond)
 			s.linkWaiter.Store(false)
+			woke = true
 		} else {
 			// An application goroutine sleeps on the link and polls when
 			// it wakes; check back after the grace period.
