@@ -36,23 +36,12 @@ func (l deafLink) Wait(timeout time.Duration) error {
 func TestHeldAckLeavesWithoutNextCall(t *testing.T) {
 	for _, mode := range []PollMode{PollAdaptive, PollBusy} {
 		t.Run(mode.String(), func(t *testing.T) {
-			la, lb := NewMemPipe(MemConfig{}, macA, macB)
-			mk := func(l Link, ip [4]byte, seed uint64, mode PollMode) *Stack {
-				s, err := New(Config{
-					Link:     l,
-					Endpoint: ndp.Config{LocalIP: ip, Seed: seed, RTO: 10 * time.Millisecond},
-					Resolver: StaticResolver{ipA: macA, ipB: macB},
-					Mode:     mode,
-					Spin:     time.Nanosecond,
-				})
-				if err != nil {
-					t.Fatal(err)
+			a, b, _, _ := memPair(t, PollAdaptive, func(c *Config) {
+				c.Endpoint.RTO, c.Spin = 10*time.Millisecond, time.Nanosecond
+				if c.Endpoint.LocalIP == ipA {
+					c.Link, c.Mode = deafLink{c.Link.(*MemLink)}, mode
 				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
-			a := mk(deafLink{la}, ipA, 1, mode)
-			b := mk(lb, ipB, 2, PollAdaptive)
+			})
 			l, err := b.Listen(9, 0)
 			if err != nil {
 				t.Fatal(err)

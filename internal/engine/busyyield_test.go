@@ -21,22 +21,11 @@ import (
 // goroutine's short sleeps end on time.
 func TestBusyWaiterLetsOthersRun(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l Link, ip [4]byte, seed uint64, mode PollMode) *Stack {
-		s, err := New(Config{
-			Link:     l,
-			Endpoint: ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver: StaticResolver{ipA: macA, ipB: macB},
-			Mode:     mode,
-		})
-		if err != nil {
-			t.Fatal(err)
+	a, b, _, _ := memPair(t, PollAdaptive, func(c *Config) {
+		if c.Endpoint.LocalIP == ipA {
+			c.Mode = PollBusy // the waiter; its peer polls adaptively
 		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := mk(la, ipA, 1, PollBusy)
-	b := mk(lb, ipB, 2, PollAdaptive)
+	})
 	l, err := b.Listen(9, 0)
 	if err != nil {
 		t.Fatal(err)

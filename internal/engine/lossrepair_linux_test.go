@@ -60,7 +60,7 @@ func TestXDPLossRepairedByRTO(t *testing.T) {
 		}
 		buf := make([]byte, 1024)
 		for {
-			if _, err := readFull(c, buf); err != nil {
+			if _, err := readFullConn(c, buf); err != nil {
 				return
 			}
 			if _, err := c.Write(buf, false, nil); err != nil {
@@ -79,7 +79,7 @@ func TestXDPLossRepairedByRTO(t *testing.T) {
 		if _, err := c.Write(req, false, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := readFull(c, resp); err != nil {
+		if _, err := readFullConn(c, resp); err != nil {
 			t.Fatal(err)
 		}
 		return time.Since(t0)
@@ -102,19 +102,6 @@ func TestXDPLossRepairedByRTO(t *testing.T) {
 	if limit := info.RTO + 5*time.Millisecond; took > limit {
 		t.Fatalf("the lost request was answered after %v, beyond its RTO %v + 5 ms", took, info.RTO)
 	}
-}
-
-// readFull reads len(p) bytes from c.
-func readFull(c *Conn, p []byte) (int, error) {
-	got := 0
-	for got < len(p) {
-		n, err := c.Read(p[got:], nil)
-		got += n
-		if err != nil {
-			return got, err
-		}
-	}
-	return got, nil
 }
 
 // rttOfConn is c's RTT estimate and RTO in force.

@@ -35,25 +35,14 @@ func (c *countingLink) Wait(timeout time.Duration) error {
 // slot per release (a release every 150 µs) sleeps between releases, and
 // polls its link a few times per pulled packet, not continuously.
 func TestNeverSpinningReceiverSleepsBetweenPullSlots(t *testing.T) {
-	la, lb := NewMemPipe(MemConfig{}, macA, macB)
-	rl := &countingLink{MemLink: lb}
-	mk := func(l Link, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:      l,
-			Endpoint:  ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver:  StaticResolver{ipA: macA, ipB: macB},
-			Mode:      PollAdaptive,
-			Spin:      -1,
-			LinkRate:  80e6,
-			PullBatch: 1,
-		})
-		if err != nil {
-			t.Fatal(err)
+	var rl *countingLink
+	snd, rcv, _, _ := memPair(t, PollAdaptive, func(c *Config) {
+		c.Spin, c.LinkRate, c.PullBatch = -1, 80e6, 1
+		if c.Endpoint.LocalIP == ipB {
+			rl = &countingLink{MemLink: c.Link.(*MemLink)}
+			c.Link = rl
 		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	snd, rcv := mk(la, ipA, 1), mk(rl, ipB, 2)
+	})
 	l, err := rcv.Listen(9, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -40,29 +40,17 @@ func (l threadWaitLink) Wait(d time.Duration) error {
 // the started goroutine runs within the spin window (11-19 ms before).
 func TestLinkSleepLetsReadiedRun(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	ma, mb := NewMemPipe(MemConfig{}, macA, macB)
-	mk := func(l Link, ip [4]byte, seed uint64) *Stack {
-		s, err := New(Config{
-			Link:     l,
-			Endpoint: ndp.Config{LocalIP: ip, Seed: seed},
-			Resolver: StaticResolver{ipA: macA, ipB: macB},
-			Mode:     PollAdaptive,
-			// The window as it is after an idle spell (the default Spin,
-			// below yieldEvery: a spin that short never yields).
-			Spin:    50 * time.Microsecond,
-			MaxSpin: 50 * time.Microsecond,
-			// The waiter itself sleeps on the link (no background poller
-			// holding it), as the client's Read did at the turn start.
-			NoBackground: true,
-		})
-		if err != nil {
-			t.Fatal(err)
+	a, b, _, _ := memPair(t, PollAdaptive, func(c *Config) {
+		// The window as it is after an idle spell (the default Spin,
+		// below yieldEvery: a spin that short never yields).
+		c.Spin, c.MaxSpin = 50*time.Microsecond, 50*time.Microsecond
+		// The waiter itself sleeps on the link (no background poller
+		// holding it), as the client's Read did at the turn start.
+		c.NoBackground = true
+		if c.Endpoint.LocalIP == ipA {
+			c.Link = threadWaitLink{c.Link.(*MemLink)}
 		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := mk(threadWaitLink{ma}, ipA, 1)
-	b := mk(mb, ipB, 2)
+	})
 	l, err := b.Listen(9, 0)
 	if err != nil {
 		t.Fatal(err)
