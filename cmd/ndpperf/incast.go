@@ -429,7 +429,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		}, func() {
 			before = snapshot()
 			swBefore = switchSnap()
-			cpuBefore = processCPU()
+			cpuBefore = processCPU().total()
 			stopProf, profErr = o.prof.start()
 		})
 	})
@@ -446,7 +446,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}
 	after := snapshot()
 	r := incastSummary("ndp", k, size, ndpTimes)
-	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(ndpTimes))
+	r.CPUMsPerRound = float64((processCPU().total() - cpuBefore).Microseconds()) / 1000 / float64(len(ndpTimes))
 	if sw != nil {
 		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore), 0)
 	}
@@ -529,13 +529,13 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	}, func() {
 		swBefore = switchSnap()
 		tcpBefore = tcpSnap()
-		cpuBefore = processCPU()
+		cpuBefore = processCPU().total()
 	})
 	if err != nil {
 		return out, fmt.Errorf("tcp: %w", err)
 	}
 	r = incastSummary("tcp", k, size, tcpTimes)
-	r.CPUMsPerRound = float64((processCPU() - cpuBefore).Microseconds()) / 1000 / float64(len(tcpTimes))
+	r.CPUMsPerRound = float64((processCPU().total() - cpuBefore).Microseconds()) / 1000 / float64(len(tcpTimes))
 	if sw != nil {
 		r.Switch = newSwitchCounters(switchSnap().Sub(swBefore), 0)
 	}

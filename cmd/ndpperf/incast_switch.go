@@ -7,12 +7,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ndpstack/ndpstack/internal/softswitch"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
-	"golang.org/x/sys/unix"
 )
 
 // incastFrameBytes is how many bytes the frames of one NDP response of size
@@ -160,14 +158,4 @@ func procNetTable(path, table string) (map[string]uint64, error) {
 		return m, nil
 	}
 	return nil, fmt.Errorf("%s: no %s table", path, table)
-}
-
-// processCPU is the CPU time (user + system) this process's threads have
-// used so far; zero if getrusage fails.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

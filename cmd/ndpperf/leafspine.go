@@ -451,7 +451,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runN
 	got := make([]received, n)
 	sendErr := make([]error, n)
 	var wg sync.WaitGroup
-	cpu0 := processCPU()
+	cpu0 := processCPU().total()
 	start := time.Now()
 	stopTimeline, err := lsTimeline(star.Switch, o.timeline, transport, runNum, start)
 	if err != nil {
@@ -481,7 +481,7 @@ func leafSpineRun(star *softswitch.Star, o leafSpineOpts, transport string, runN
 	if err := stopTimeline(); err != nil {
 		return run, err
 	}
-	run.ProcessCPUSeconds = (processCPU() - cpu0).Seconds()
+	run.ProcessCPUSeconds = (processCPU().total() - cpu0).Seconds()
 	if err := errors.Join(sendErr...); err != nil {
 		return run, err
 	}

@@ -71,6 +71,30 @@ type ppClients interface {
 	roundTripOn(i int, timeout time.Duration) (time.Duration, error)
 }
 
+// ppTurn is implemented by transports that make a whole turn's exchanges
+// themselves on the client thread (the N-way raw AF_XDP floor, xdpFloor:
+// one pinned thread keeps its N exchanges in flight): warm unmeasured, then
+// per measured.
+type ppTurn interface {
+	turn(warm, per int, timeout time.Duration) (rtts []time.Duration, lost int, err error)
+}
+
+// ppCPUElsewhere is implemented by transports whose work runs partly in
+// processes of their own (ndpd): their CPU time so far, added to this
+// process's over the transport's turns.
+type ppCPUElsewhere interface {
+	cpuElsewhere() cpuTime
+}
+
+// turnCPU is the CPU time so far of this process and of e's own processes.
+func turnCPU(e ppEnd) cpuTime {
+	c := processCPU()
+	if o, ok := e.(ppCPUElsewhere); ok {
+		c = c.add(o.cpuElsewhere())
+	}
+	return c
+}
+
 type pingpongOpts struct {
 	size    int // UDP payload bytes
 	n       int
@@ -221,8 +245,11 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 		}
 	}()
 	type acc struct {
-		rtts []time.Duration
-		lost int
+		rtts      []time.Duration
+		lost      int
+		cpu       cpuTime // over the transport's turns
+		wall      time.Duration
+		exchanges int // made in its turns, warmup included
 	}
 	accs := make([]acc, len(ends))
 	for i := range accs {
@@ -247,17 +274,24 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 			for k := range ends {
 				i := (k + r) % len(ends) // rotate the order every round
 				c := ctls[i]
+				cpu0, wall0 := turnCPU(ends[i]), time.Now()
 				c.stop.Store(false)
 				c.start <- struct{}{}
 				serial := warm + per
-				if m, ok := ends[i].(ppClients); ok && m.clients() > 1 {
+				var rtts []time.Duration
+				var lost int
+				var err error
+				if m, ok := ends[i].(ppTurn); ok {
 					serial = 0
-					rtts, lost, err := roundTripsConcurrent(m, warm, per, o.timeout)
-					accs[i].rtts = append(accs[i].rtts, rtts...)
-					accs[i].lost += lost
-					if err != nil {
-						cerr = fmt.Errorf("%s: %w", ends[i].name(), err)
-					}
+					rtts, lost, err = m.turn(warm, per, o.timeout)
+				} else if m, ok := ends[i].(ppClients); ok && m.clients() > 1 {
+					serial = 0
+					rtts, lost, err = roundTripsConcurrent(m, warm, per, o.timeout)
+				}
+				accs[i].rtts = append(accs[i].rtts, rtts...)
+				accs[i].lost += lost
+				if err != nil {
+					cerr = fmt.Errorf("%s: %w", ends[i].name(), err)
 				}
 				for j := 0; j < serial; j++ {
 					rtt, err := ends[i].roundTrip(o.timeout)
@@ -279,6 +313,9 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 				if err := <-c.done; err != nil && cerr == nil {
 					cerr = fmt.Errorf("%s echo: %w", ends[i].name(), err)
 				}
+				accs[i].cpu = accs[i].cpu.add(turnCPU(ends[i]).sub(cpu0))
+				accs[i].wall += time.Since(wall0)
+				accs[i].exchanges += warm + per
 				if cerr != nil {
 					return
 				}
@@ -292,6 +329,7 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 	res := make([]latencyResult, len(ends))
 	for i, e := range ends {
 		res[i] = summarize(e.name(), accs[i].rtts, accs[i].lost, e.mode())
+		res[i].perExchange(accs[i].cpu, accs[i].wall, accs[i].exchanges)
 	}
 	return res, nil
 }

@@ -29,9 +29,13 @@ import (
 // (--conn persistent: one net.Conn per client, Write then Read, stacks with
 // the default Config, adaptive polling by default; --clients N concurrent
 // connections, each client and each server connection on its own
-// goroutine, against as many kernel TCP connections). Each transport gets its own veth pair; the measurement is split
-// into rounds and the transports take turns (pingpong.go's measurePingpong),
-// so load on the shared machine hits them alike.
+// goroutine, against as many kernel TCP connections; --compare xdp is then
+// the raw AF_XDP floor for as many concurrent exchanges, xdpfloor.go). Each
+// transport gets its own veth pair; the measurement is split into rounds
+// and the transports take turns (pingpong.go's measurePingpong), so load on
+// the shared machine hits them alike. Every result carries the CPU time per
+// exchange of its transport's turns (the process's, and ndpd's in daemon
+// mode), and the output the process's CPU while no transport takes a turn.
 //
 // Not root: the same RPC workload runs on the simulator (internal/sim)
 // instead, and says so.
@@ -80,7 +84,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	n := fs.Int("n", defN, "measured RPCs per transport")
 	warmup := fs.Int("warmup", 1000, "unmeasured RPCs per transport first")
 	rounds := fs.Int("rounds", 10, "turns per transport the measurement is split into")
-	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open), ndp-scraped (ndp with its metrics gathered every --scrape-every), embedded (--mode daemon: the same RPCs over embedded stacks); empty for ndp only")
+	compare := fs.String("compare", "xdp,tcp,tcp-newconn,tfo", "comma-separated comparisons: xdp (raw AF_XDP ping-pong; with --conn persistent, the raw AF_XDP floor for --clients concurrent exchanges), tcp (persistent kernel TCP), tcp-newconn, tfo (TCP Fast Open), ndp-scraped (ndp with its metrics gathered every --scrape-every), embedded (--mode daemon: the same RPCs over embedded stacks); empty for ndp only")
 	mode := fs.String("mode", "embedded", "ndp stack: embedded (in this process) or daemon (through ndpd)")
 	cores := fs.String("cores", defaultCores(), "--mode daemon: dedicated (each ndpd core loop and each application thread on its own CPU, all busy polling; needs 4 CPUs) or shared (each ndpd core loop on its application's CPU, adaptive polling); default by CPU count")
 	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
@@ -173,8 +177,8 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 		if o.on() && c != "tcp" && c != "tcp-newconn" && c != "tfo" {
 			return o, fmt.Errorf("--fabric switch compares with tcp, tcp-newconn and tfo (each host has one link, where %q needs one of its own)", c)
 		}
-		if o.conn == "persistent" && c != "tcp" && (c != "xdp" || o.clients > 1) {
-			return o, fmt.Errorf("--conn persistent compares with tcp (and xdp with one client), not %q", c)
+		if o.conn == "persistent" && c != "tcp" && c != "xdp" {
+			return o, fmt.Errorf("--conn persistent compares with tcp and xdp, not %q", c)
 		}
 	}
 	if o.size < 8 || o.size > 1<<20 {
@@ -238,6 +242,15 @@ type rpcOutput struct {
 	// GCCycles is how many garbage collections ran during the measurement
 	// (this process: every transport's clients and servers).
 	GCCycles uint32 `json:"gc_cycles"`
+	// IdleCPUPct is this process's CPU time, in % of one CPU, over
+	// idleWindow after the measurement with every transport open and none
+	// taking its turn: what the ndp stacks' background pollers and the Go
+	// runtime spend idle, which every transport's cpu_us_per_exchange
+	// includes for the time of its turns.
+	IdleCPUPct float64 `json:"idle_cpu_pct"`
+	// XDPFloor: the raw AF_XDP floor's frames and kicks (--conn
+	// persistent --compare xdp).
+	XDPFloor *xdpFloorCounters `json:"xdp_floor_counters,omitempty"`
 	// --fabric switch: "switch", the port rate, the switch's counters over
 	// the run (warmup included, every transport) and the same NDP RPCs in
 	// ndpsim at the same link rate.
@@ -324,7 +337,11 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 			if o.size > 1472 {
 				return out, fmt.Errorf("xdp comparison: --size %d exceeds one frame (1472)", o.size)
 			}
-			e, err = newXDPPingpong(pair, pingpongOpts{size: o.size})
+			if o.conn == "persistent" {
+				e, err = newXDPFloor(pair, o.size, o.clients)
+			} else {
+				e, err = newXDPPingpong(pair, pingpongOpts{size: o.size})
+			}
 		case "tcp":
 			e, err = newTCPRPC(pair, o, tcpPersistent)
 		case "tcp-newconn":
@@ -353,12 +370,13 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		return out, err
 	}
 	runtime.ReadMemStats(&ms)
+	idle := idleCPUPct()
 	setup := "two network namespaces joined by veth (one pair per transport), client and server threads pinned to different CPUs"
 	if o.clients > 1 {
 		setup = "two network namespaces joined by veth (one pair per transport), a goroutine per client and per server connection"
 	}
 	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, Poll: o.poll,
-		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0, Fabric: "veth"}
+		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0, IdleCPUPct: idle, Fabric: "veth"}
 	if sw != nil {
 		out.Switch = newSwitchCounters(sw.Stats().Sub(swBefore), 0)
 		out.Fabric, out.LinkBps = "switch", o.link
@@ -374,8 +392,26 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		c, s := stackCounters(cs), stackCounters(ss)
 		out.NDPClient, out.NDPServer = &c, &s
 	}
+	for _, e := range ends {
+		if f, ok := e.(*xdpFloor); ok {
+			out.XDPFloor = f.counters()
+		}
+	}
 	rpcRatios(&out)
 	return out, nil
+}
+
+// idleWindow is how long idleCPUPct measures, after idleSettle.
+const idleWindow, idleSettle = 250 * time.Millisecond, 50 * time.Millisecond
+
+// idleCPUPct is the process's CPU time over idleWindow, in % of one CPU,
+// idleSettle after the caller's last turn ended.
+func idleCPUPct() float64 {
+	time.Sleep(idleSettle)
+	c0, t0 := processCPU(), time.Now()
+	time.Sleep(idleWindow)
+	c, wall := processCPU().sub(c0).total(), time.Since(t0)
+	return round2(100 * float64(c) / float64(wall))
 }
 
 // defaultCores is --cores' default: dedicated where there are CPUs for it.
@@ -413,9 +449,10 @@ func printRPC(out rpcOutput, asJSON bool) error {
 	if asJSON {
 		return printJSON(out)
 	}
-	fmt.Printf("%-12s %9s %9s %9s %9s %7s  %s\n", "transport", "p50_us", "p90_us", "p99_us", "p999_us", "lost", "mode")
+	fmt.Printf("%-12s %9s %9s %9s %9s %7s %22s %5s  %s\n", "transport", "p50_us", "p90_us", "p99_us", "p999_us", "lost", "cpu_us/exch (usr+sys)", "cpus", "mode")
 	for _, r := range out.Results {
-		fmt.Printf("%-12s %9.2f %9.2f %9.2f %9.2f %7d  %s\n", r.Transport, r.P50us, r.P90us, r.P99us, r.P999us, r.Lost, r.Mode)
+		cpu := fmt.Sprintf("%.1f (%.1f+%.1f)", r.CPUUsPerExchange, r.CPUUserUsPerExchange, r.CPUSysUsPerExchange)
+		fmt.Printf("%-12s %9.2f %9.2f %9.2f %9.2f %7d %22s %5.2f  %s\n", r.Transport, r.P50us, r.P90us, r.P99us, r.P999us, r.Lost, cpu, r.TurnCPUs, r.Mode)
 	}
 	for k, v := range out.Ratios {
 		fmt.Printf("%s = %.2f\n", k, v)
@@ -424,6 +461,9 @@ func printRPC(out rpcOutput, asJSON bool) error {
 		out.NDPClient.print(os.Stdout, "ndp client")
 		out.NDPServer.print(os.Stdout, "ndp server")
 	}
+	if out.XDPFloor != nil {
+		out.XDPFloor.print(os.Stdout)
+	}
 	if out.Switch != nil {
 		out.Switch.print(os.Stdout)
 	}
@@ -431,6 +471,7 @@ func printRPC(out rpcOutput, asJSON bool) error {
 		fmt.Printf("ndpsim, the same NDP RPCs at %s b/s: p50 %.2f us, p99 %.2f us\n", formatRate(float64(out.LinkBps)), out.Sim.P50us, out.Sim.P99us)
 	}
 	fmt.Printf("GC cycles during the measurement: %d\n", out.GCCycles)
+	fmt.Printf("process CPU with no turn running: %.1f%% of a CPU (in every transport's cpu_us/exch for its turns' time)\n", out.IdleCPUPct)
 	return nil
 }
 

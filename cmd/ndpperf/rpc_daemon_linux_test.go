@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
@@ -126,6 +127,7 @@ func TestRPCDaemonModeSmoke(t *testing.T) {
 		if r.N != 300 || r.Lost != 0 || r.P50us <= 0 {
 			t.Fatalf("results: %+v", res.Results)
 		}
+		checkCPU(t, r)
 	}
 	if _, ok := res.Ratios["ndp_p50_over_embedded_p50"]; !ok {
 		t.Fatalf("ratios: %v", res.Ratios)
@@ -143,5 +145,16 @@ func TestAddProcsRestores(t *testing.T) {
 	undo()
 	if got := runtime.GOMAXPROCS(0); got != before {
 		t.Fatalf("GOMAXPROCS %d after, want %d", got, before)
+	}
+}
+
+// procCPU, which reads the ndpd children's CPU time from /proc, agrees
+// with getrusage on this process (to its 10 ms ticks).
+func TestProcCPU(t *testing.T) {
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	ru, proc := processCPU(), procCPU(os.Getpid())
+	if proc.total() <= 0 || (ru.total()-proc.total()).Abs() > 30*time.Millisecond {
+		t.Fatalf("/proc/self/stat %v + %v, getrusage %v + %v", proc.user, proc.sys, ru.user, ru.sys)
 	}
 }

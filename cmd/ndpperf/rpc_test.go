@@ -1,11 +1,14 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
+	"github.com/ndpstack/ndpstack/afxdp"
 	"github.com/ndpstack/ndpstack/internal/testbed"
 )
 
@@ -26,7 +29,7 @@ func TestParseRPCFlags(t *testing.T) {
 		{[]string{"--n", "10", "--rounds", "20"}, false},
 		{[]string{"--conn", "persistent", "--clients", "8", "--size", "65536"}, true},
 		{[]string{"--conn", "persistent", "--poll", "busy", "--compare", "tcp,xdp"}, true},
-		{[]string{"--conn", "persistent", "--clients", "2", "--compare", "xdp"}, false},
+		{[]string{"--conn", "persistent", "--clients", "8", "--compare", "tcp,xdp"}, true},
 		{[]string{"--conn", "persistent", "--compare", "tfo"}, false},
 		{[]string{"--conn", "persistent", "--clients", "0"}, false},
 		{[]string{"--conn", "persistent", "--mode", "daemon"}, false},
@@ -64,6 +67,7 @@ func TestRPCTestbed(t *testing.T) {
 			if r.N != o.n || r.Lost != 0 || r.P50us <= 0 || r.P50us > r.P99us {
 				t.Errorf("%s %s: %+v", poll, r.Transport, r)
 			}
+			checkCPU(t, r)
 		}
 		t.Logf("%s: ndp p50 %.1fµs, xdp %.1fµs, tcp-newconn %.1fµs", poll, out.Results[0].P50us, out.Results[1].P50us, out.Results[3].P50us)
 		// --plot: every transport's CDF in one figure.
@@ -77,8 +81,9 @@ func TestRPCTestbed(t *testing.T) {
 
 // TestRPCPersistentTestbed runs `ndpperf rpc --conn persistent` briefly: one
 // pinned client and four concurrent clients, each against kernel TCP with as
-// many connections, 1 KiB and 64 KiB messages; every exchange completes and
-// the stacks' counters come back.
+// many connections (and the raw AF_XDP floor for as many exchanges, 1 KiB),
+// 1 KiB and 64 KiB messages; every exchange completes, every transport's
+// CPU per exchange is measured and the stacks' counters come back.
 func TestRPCPersistentTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
 	for _, tc := range []struct {
@@ -87,6 +92,9 @@ func TestRPCPersistentTestbed(t *testing.T) {
 	}{{1, 1024, "adaptive"}, {4, 1024, "adaptive"}, {1, 64 << 10, "busy"}} {
 		o := rpcOpts{size: tc.size, n: 200, warmup: 20, rounds: 2, compare: []string{"tcp"},
 			mode: "embedded", conn: "persistent", clients: tc.clients, poll: tc.poll}
+		if tc.size <= 1472 {
+			o.compare = append(o.compare, "xdp")
+		}
 		if tc.clients > 1 {
 			dir := t.TempDir()
 			o.prof = profileFlags{mutex: filepath.Join(dir, "mutex.prof"), trace: filepath.Join(dir, "run.trace")}
@@ -103,13 +111,19 @@ func TestRPCPersistentTestbed(t *testing.T) {
 				t.Errorf("%+v: profile %s not written (%v)", tc, f, err)
 			}
 		}
-		if len(out.Results) != 2 || out.NDPClient == nil || out.NDPServer == nil {
+		if len(out.Results) != 1+len(o.compare) || out.NDPClient == nil || out.NDPServer == nil {
 			t.Fatalf("%+v: %+v", tc, out)
+		}
+		// The floor's client sent every request, batched: no more kicks
+		// than frames.
+		if f := out.XDPFloor; len(o.compare) > 1 && (f == nil || f.ClientTxFrames < uint64(o.n+o.warmup) || f.ClientTxKicks > f.ClientTxFrames) {
+			t.Errorf("%+v: xdp floor counters %+v", tc, f)
 		}
 		for _, r := range out.Results {
 			if r.N != o.n || r.Lost != 0 || r.P50us <= 0 || r.P50us > r.P99us {
 				t.Errorf("%+v %s: %+v", tc, r.Transport, r)
 			}
+			checkCPU(t, r)
 		}
 		// Every response crossed as DATA (warmups and the opening exchange included).
 		if want := uint64(o.n + o.warmup); out.NDPClient.DataIn < want {
@@ -118,4 +132,65 @@ func TestRPCPersistentTestbed(t *testing.T) {
 		t.Logf("%+v: ndp p50 %.1fµs p99 %.1fµs, tcp p50 %.1fµs p99 %.1fµs; client RTO fires %d", tc,
 			out.Results[0].P50us, out.Results[0].P99us, out.Results[1].P50us, out.Results[1].P99us, out.NDPClient.RTOFires)
 	}
+}
+
+// checkCPU asserts r's CPU figures are plausible: some CPU per exchange,
+// user and system adding up to it, and no more CPUs busy than the machine
+// has.
+func checkCPU(t *testing.T, r latencyResult) {
+	t.Helper()
+	if r.CPUUsPerExchange <= 0 || r.CPUUserUsPerExchange < 0 || r.CPUSysUsPerExchange < 0 ||
+		math.Abs(r.CPUUserUsPerExchange+r.CPUSysUsPerExchange-r.CPUUsPerExchange) > 0.02 ||
+		r.TurnCPUs <= 0 || r.TurnCPUs > float64(runtime.NumCPU())+0.1 {
+		t.Errorf("%s: CPU figures %.2f µs per exchange (%.2f user, %.2f system), %.2f CPUs busy",
+			r.Transport, r.CPUUsPerExchange, r.CPUUserUsPerExchange, r.CPUSysUsPerExchange, r.TurnCPUs)
+	}
+}
+
+// TestXDPFloor runs the raw AF_XDP floor for 4 concurrent exchanges: every
+// slot is answered, the measured exchanges are exactly --n, each a plausible
+// round trip, none lost, and its CPU per exchange is measured.
+func TestXDPFloor(t *testing.T) {
+	testbed.RequireRoot(t)
+	tb, pair, err := newPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Close()
+	const slots, n, warmup, rounds = 4, 2000, 200, 4
+	f, err := newXDPFloor(pair, 1024, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.close()
+	res, err := measurePingpong([]ppEnd{f}, pingpongOpts{size: 1024, n: n, warmup: warmup, rounds: rounds, timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.N != n || r.Lost != 0 || r.P50us <= 0 || r.P50us > r.P99us || r.P999us > 1e6 {
+		t.Errorf("floor: %+v", r)
+	}
+	checkCPU(t, r)
+	// Every slot took its share of every turn's exchanges: warmup, the
+	// 200 unmeasured at each later turn, and the measured ones.
+	total := 0
+	for s, a := range f.answered {
+		if a < (n+warmup)/slots/2 {
+			t.Errorf("slot %d answered %d times", s, a)
+		}
+		total += a
+	}
+	if want := n + warmup + 200*(rounds-1); total != want {
+		t.Errorf("%d answers, want %d", total, want)
+	}
+	// No frame leaked on either side (the last kicks' completions reaped).
+	for _, p := range []*afxdp.Port{f.pa, f.pb} {
+		p.Queues()[0].Complete()
+		if err := p.UMEM().Accounting().Check(); err != nil {
+			t.Errorf("frames: %v", err)
+		}
+	}
+	t.Logf("floor, %d slots: p50 %.1f µs, p99 %.1f µs, %.1f µs CPU per exchange (%.1f user, %.1f system), %.2f CPUs",
+		slots, r.P50us, r.P99us, r.CPUUsPerExchange, r.CPUUserUsPerExchange, r.CPUSysUsPerExchange, r.TurnCPUs)
 }

@@ -351,9 +351,9 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	// measured runs fn and adds the process's CPU time and the switch's
 	// counters over it.
 	measured := func(fn func() (throughputRun, error)) (throughputRun, error) {
-		before, cpu := switchStats(sw), processCPU()
+		before, cpu := switchStats(sw), processCPU().total()
 		r, err := fn()
-		r.CPUMs = float64((processCPU() - cpu).Microseconds()) / 1000
+		r.CPUMs = float64((processCPU().total() - cpu).Microseconds()) / 1000
 		if sw != nil && err == nil {
 			r.Switch = newSwitchCounters(sw.Stats().Sub(before), 1)
 		}

@@ -75,6 +75,19 @@ type latencyResult struct {
 	N         int     `json:"n"`
 	Lost      int     `json:"lost"`
 	Mode      string  `json:"mode,omitempty"`
+	// CPU time per exchange over the transport's turns (warmup included):
+	// the process's user and system time (getrusage RUSAGE_SELF, every
+	// thread, so also anything else of the process that ran during the
+	// turns) plus, for transports with processes of their own (ndpd), theirs,
+	// divided by the exchanges made in those turns. A spinning waiter's CPU
+	// is counted as it is spent: a busy-polling transport's figure is its
+	// threads' occupancy, not only its work.
+	CPUUsPerExchange     float64 `json:"cpu_us_per_exchange,omitempty"`
+	CPUUserUsPerExchange float64 `json:"cpu_user_us_per_exchange,omitempty"`
+	CPUSysUsPerExchange  float64 `json:"cpu_sys_us_per_exchange,omitempty"`
+	// TurnCPUs is that CPU time over the turns' wall time: how many CPUs
+	// the transport kept busy (2 for two threads that never stop spinning).
+	TurnCPUs float64 `json:"turn_cpus,omitempty"`
 
 	samplesUs []float64 // every round trip in µs, ascending, for --plot
 }
@@ -102,6 +115,37 @@ func summarize(transport string, rtts []time.Duration, lost int, mode string) la
 	}
 	return latencyResult{Transport: transport, P50us: at(0.50), P90us: at(0.90), P99us: at(0.99), P999us: at(0.999),
 		MeanUs: mean, N: len(rtts), Lost: lost, Mode: mode, samplesUs: us}
+}
+
+// cpuTime is user and system CPU time.
+type cpuTime struct{ user, sys time.Duration }
+
+func (c cpuTime) add(d cpuTime) cpuTime { return cpuTime{c.user + d.user, c.sys + d.sys} }
+func (c cpuTime) sub(d cpuTime) cpuTime { return cpuTime{c.user - d.user, c.sys - d.sys} }
+func (c cpuTime) total() time.Duration  { return c.user + c.sys }
+
+// processCPU is this process's CPU time so far, every thread's
+// (getrusage(RUSAGE_SELF): the kernel's per-thread runtimes summed, exact to
+// the nanosecond in total, split between user and system by its tick
+// samples); zero if getrusage fails.
+func processCPU() cpuTime {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return cpuTime{}
+	}
+	return cpuTime{user: time.Duration(ru.Utime.Nano()), sys: time.Duration(ru.Stime.Nano())}
+}
+
+// perExchange sets r's CPU figures from the CPU time its turns took, their
+// wall time and their exchanges.
+func (r *latencyResult) perExchange(c cpuTime, wall time.Duration, exchanges int) {
+	if exchanges <= 0 || wall <= 0 {
+		return
+	}
+	r.TurnCPUs = round2(float64(c.total()) / float64(wall))
+	us := func(d time.Duration) float64 { return round2(float64(d) / 1e3 / float64(exchanges)) }
+	r.CPUUserUsPerExchange, r.CPUSysUsPerExchange = us(c.user), us(c.sys)
+	r.CPUUsPerExchange = us(c.user + c.sys)
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -32,6 +32,10 @@ var latencyCols = []col{
 	{key: "mean_us", label: "mean µs"},
 	{key: "n", label: "RPCs"},
 	{key: "lost", label: "lost"},
+	{key: "cpu_us_per_exchange", label: "CPU µs per exchange"},
+	{key: "cpu_user_us_per_exchange", label: "of it user"},
+	{key: "cpu_sys_us_per_exchange", label: "of it system"},
+	{key: "turn_cpus", label: "CPUs busy"},
 }
 
 // latency: ndpperf rpc and pingpong, one row per transport, then the ratios
@@ -39,7 +43,7 @@ var latencyCols = []col{
 func latency(b *bytes.Buffer, v *view) {
 	params(b, v, []col{{key: "size", label: "request and response bytes"}, {key: "conn", label: "connections:"},
 		{key: "clients", label: "clients", nonzero: true}, {key: "poll", label: "polling:"}, {key: "rounds", label: "rounds"},
-		{key: "cpus", label: "CPUs"}, {key: "setup", label: "setup:"}})
+		{key: "cpus", label: "CPUs"}, {key: "idle_cpu_pct", label: "process CPU % with no turn running"}, {key: "setup", label: "setup:"}})
 	if r, ok := v.get("results"); ok {
 		rowsTable(b, asArray(r), latencyCols)
 	}

@@ -44,10 +44,13 @@ func TestRenderFixtures(t *testing.T) {
 		"    go run ./cmd/ndpperf rpc --size 1024 --n 20000 --json\n",
 		"`docs/results/rpc.json`: commit `0123456789ab`, 2026-11-25T06:00Z, 2-CPU x86_64 debian VM, 2 CPUs, Linux 6.18.0, load average 3.25 before the run.",
 		"commit `0123456789ab` (with uncommitted changes)",
-		// rpc: latency table with the mode column, an unknown per-result column, ratios, escaped setup
-		"| transport | mode | p50 µs | p90 µs | p99 µs | p99.9 µs | mean µs | RPCs | lost | new_per_result |",
-		"| ndp | busy | 8.46 | 9.1 | 14.2 | 40.5 | 8.9 | 20000 | 0 | 7 |",
-		"| tcp-newconn |  | 61.02 | 70 | 95.5 | 300 | 65 | 20000 | 0 |  |",
+		// rpc: latency table with the mode column, the CPU per exchange (absent
+		// in older results: no column), an unknown per-result column,
+		// ratios, escaped setup
+		"| transport | mode | p50 µs | p90 µs | p99 µs | p99.9 µs | mean µs | RPCs | lost | CPU µs per exchange | of it user | of it system | CPUs busy | new_per_result |",
+		"| ndp | busy | 8.46 | 9.1 | 14.2 | 40.5 | 8.9 | 20000 | 0 | 12.5 | 8.25 | 4.25 | 1.9 | 7 |",
+		"| tcp-newconn |  | 61.02 | 70 | 95.5 | 300 | 65 | 20000 | 0 |  |  |  |  |  |",
+		"CPUs 2 · process CPU % with no turn running 1.5 · setup:",
 		"| ndp_p50_over_tcp-newconn_p50 | 0.14 |",
 		`setup: two namespaces \| veth`,
 		// a top-level figure the renderer does not know
