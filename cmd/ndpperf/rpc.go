@@ -449,10 +449,10 @@ func printRPC(out rpcOutput, asJSON bool) error {
 	if asJSON {
 		return printJSON(out)
 	}
-	fmt.Printf("%-12s %9s %9s %9s %9s %7s %22s %5s  %s\n", "transport", "p50_us", "p90_us", "p99_us", "p999_us", "lost", "cpu_us/exch (usr+sys)", "cpus", "mode")
+	fmt.Printf("%-12s %9s %9s %9s %9s %7s %22s %5s %9s  %s\n", "transport", "p50_us", "p90_us", "p99_us", "p999_us", "lost", "cpu_us/exch (usr+sys)", "cpus", "in_flight", "mode")
 	for _, r := range out.Results {
 		cpu := fmt.Sprintf("%.1f (%.1f+%.1f)", r.CPUUsPerExchange, r.CPUUserUsPerExchange, r.CPUSysUsPerExchange)
-		fmt.Printf("%-12s %9.2f %9.2f %9.2f %9.2f %7d %22s %5.2f  %s\n", r.Transport, r.P50us, r.P90us, r.P99us, r.P999us, r.Lost, cpu, r.TurnCPUs, r.Mode)
+		fmt.Printf("%-12s %9.2f %9.2f %9.2f %9.2f %7d %22s %5.2f %9.2f  %s\n", r.Transport, r.P50us, r.P90us, r.P99us, r.P999us, r.Lost, cpu, r.TurnCPUs, r.InFlight, r.Mode)
 	}
 	for k, v := range out.Ratios {
 		fmt.Printf("%s = %.2f\n", k, v)

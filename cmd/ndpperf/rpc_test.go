@@ -141,7 +141,7 @@ func checkCPU(t *testing.T, r latencyResult) {
 	t.Helper()
 	if r.CPUUsPerExchange <= 0 || r.CPUUserUsPerExchange < 0 || r.CPUSysUsPerExchange < 0 ||
 		math.Abs(r.CPUUserUsPerExchange+r.CPUSysUsPerExchange-r.CPUUsPerExchange) > 0.02 ||
-		r.TurnCPUs <= 0 || r.TurnCPUs > float64(runtime.NumCPU())+0.1 {
+		r.TurnCPUs <= 0 || r.TurnCPUs > float64(runtime.NumCPU())+0.1 || r.InFlight <= 0 {
 		t.Errorf("%s: CPU figures %.2f µs per exchange (%.2f user, %.2f system), %.2f CPUs busy",
 			r.Transport, r.CPUUsPerExchange, r.CPUUserUsPerExchange, r.CPUSysUsPerExchange, r.TurnCPUs)
 	}
@@ -172,6 +172,11 @@ func TestXDPFloor(t *testing.T) {
 		t.Errorf("floor: %+v", r)
 	}
 	checkCPU(t, r)
+	// In flight is estimated from the measured exchanges' mean (the
+	// warmup's are not kept): near the slots, not above them by much.
+	if r.InFlight > 1.5*slots {
+		t.Errorf("%.2f exchanges in flight, at most %d", r.InFlight, slots)
+	}
 	// Every slot took its share of every turn's exchanges: warmup, the
 	// 200 unmeasured at each later turn, and the measured ones.
 	total := 0

@@ -88,6 +88,12 @@ type latencyResult struct {
 	// TurnCPUs is that CPU time over the turns' wall time: how many CPUs
 	// the transport kept busy (2 for two threads that never stop spinning).
 	TurnCPUs float64 `json:"turn_cpus,omitempty"`
+	// InFlight is how many exchanges were in flight on average over the
+	// turns, by Little's law: the measured mean round trip (standing in
+	// for the warmup's too) times the exchanges over the turns' wall time.
+	// N for N clients that never pause; less where clients wait between
+	// exchanges or finish their shares at different times.
+	InFlight float64 `json:"in_flight,omitempty"`
 
 	samplesUs []float64 // every round trip in µs, ascending, for --plot
 }
@@ -136,13 +142,15 @@ func processCPU() cpuTime {
 	return cpuTime{user: time.Duration(ru.Utime.Nano()), sys: time.Duration(ru.Stime.Nano())}
 }
 
-// perExchange sets r's CPU figures from the CPU time its turns took, their
-// wall time and their exchanges.
+// perExchange sets r's CPU figures and exchanges in flight from the CPU
+// time its turns took, their wall time and their exchanges (r's mean
+// already set).
 func (r *latencyResult) perExchange(c cpuTime, wall time.Duration, exchanges int) {
 	if exchanges <= 0 || wall <= 0 {
 		return
 	}
 	r.TurnCPUs = round2(float64(c.total()) / float64(wall))
+	r.InFlight = round2(r.MeanUs * 1e3 * float64(exchanges) / float64(wall))
 	us := func(d time.Duration) float64 { return round2(float64(d) / 1e3 / float64(exchanges)) }
 	r.CPUUserUsPerExchange, r.CPUSysUsPerExchange = us(c.user), us(c.sys)
 	r.CPUUsPerExchange = us(c.user + c.sys)

@@ -36,6 +36,7 @@ var latencyCols = []col{
 	{key: "cpu_user_us_per_exchange", label: "of it user"},
 	{key: "cpu_sys_us_per_exchange", label: "of it system"},
 	{key: "turn_cpus", label: "CPUs busy"},
+	{key: "in_flight", label: "in flight"},
 }
 
 // latency: ndpperf rpc and pingpong, one row per transport, then the ratios

@@ -47,9 +47,9 @@ func TestRenderFixtures(t *testing.T) {
 		// rpc: latency table with the mode column, the CPU per exchange (absent
 		// in older results: no column), an unknown per-result column,
 		// ratios, escaped setup
-		"| transport | mode | p50 µs | p90 µs | p99 µs | p99.9 µs | mean µs | RPCs | lost | CPU µs per exchange | of it user | of it system | CPUs busy | new_per_result |",
-		"| ndp | busy | 8.46 | 9.1 | 14.2 | 40.5 | 8.9 | 20000 | 0 | 12.5 | 8.25 | 4.25 | 1.9 | 7 |",
-		"| tcp-newconn |  | 61.02 | 70 | 95.5 | 300 | 65 | 20000 | 0 |  |  |  |  |  |",
+		"| transport | mode | p50 µs | p90 µs | p99 µs | p99.9 µs | mean µs | RPCs | lost | CPU µs per exchange | of it user | of it system | CPUs busy | in flight | new_per_result |",
+		"| ndp | busy | 8.46 | 9.1 | 14.2 | 40.5 | 8.9 | 20000 | 0 | 12.5 | 8.25 | 4.25 | 1.9 | 0.98 | 7 |",
+		"| tcp-newconn |  | 61.02 | 70 | 95.5 | 300 | 65 | 20000 | 0 |  |  |  |  |  |  |",
 		"CPUs 2 · process CPU % with no turn running 1.5 · setup:",
 		"| ndp_p50_over_tcp-newconn_p50 | 0.14 |",
 		`setup: two namespaces \| veth`,
