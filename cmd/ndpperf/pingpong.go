@@ -245,11 +245,14 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 		}
 	}()
 	type acc struct {
-		rtts      []time.Duration
-		lost      int
-		cpu       cpuTime // over the transport's turns
+		rtts []time.Duration
+		lost int
+		// Over the counted turns (all but the first, see below):
+		cpu       cpuTime
 		wall      time.Duration
-		exchanges int // made in its turns, warmup included
+		exchanges int           // warmup included
+		rttSum    time.Duration // of the measured ones
+		rttN      int
 	}
 	accs := make([]acc, len(ends))
 	for i := range accs {
@@ -274,7 +277,7 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 			for k := range ends {
 				i := (k + r) % len(ends) // rotate the order every round
 				c := ctls[i]
-				cpu0, wall0 := turnCPU(ends[i]), time.Now()
+				cpu0, wall0, measured0 := turnCPU(ends[i]), time.Now(), len(accs[i].rtts)
 				c.stop.Store(false)
 				c.start <- struct{}{}
 				serial := warm + per
@@ -313,9 +316,19 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 				if err := <-c.done; err != nil && cerr == nil {
 					cerr = fmt.Errorf("%s echo: %w", ends[i].name(), err)
 				}
-				accs[i].cpu = accs[i].cpu.add(turnCPU(ends[i]).sub(cpu0))
-				accs[i].wall += time.Since(wall0)
-				accs[i].exchanges += warm + per
+				// CPU and wall time are counted from the second round on
+				// (the first turn carries the whole warmup, from cold), or
+				// over the one round there is.
+				if r > 0 || o.rounds == 1 {
+					a := &accs[i]
+					a.cpu = a.cpu.add(turnCPU(ends[i]).sub(cpu0))
+					a.wall += time.Since(wall0)
+					a.exchanges += warm + per
+					for _, rtt := range a.rtts[measured0:] {
+						a.rttSum += rtt
+					}
+					a.rttN += len(a.rtts) - measured0
+				}
 				if cerr != nil {
 					return
 				}
@@ -329,7 +342,8 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 	res := make([]latencyResult, len(ends))
 	for i, e := range ends {
 		res[i] = summarize(e.name(), accs[i].rtts, accs[i].lost, e.mode())
-		res[i].perExchange(accs[i].cpu, accs[i].wall, accs[i].exchanges)
+		a := accs[i]
+		res[i].perExchange(a.cpu, a.wall, a.exchanges, a.rttSum, a.rttN)
 	}
 	return res, nil
 }

@@ -75,7 +75,9 @@ type latencyResult struct {
 	N         int     `json:"n"`
 	Lost      int     `json:"lost"`
 	Mode      string  `json:"mode,omitempty"`
-	// CPU time per exchange over the transport's turns (warmup included):
+	// CPU time per exchange over the transport's turns after the first
+	// (the first carries the whole warmup, from cold; each later turn's
+	// 200 unmeasured exchanges are included):
 	// the process's user and system time (getrusage RUSAGE_SELF, every
 	// thread, so also anything else of the process that ran during the
 	// turns) plus, for transports with processes of their own (ndpd), theirs,
@@ -89,8 +91,9 @@ type latencyResult struct {
 	// the transport kept busy (2 for two threads that never stop spinning).
 	TurnCPUs float64 `json:"turn_cpus,omitempty"`
 	// InFlight is how many exchanges were in flight on average over the
-	// turns, by Little's law: the measured mean round trip (standing in
-	// for the warmup's too) times the exchanges over the turns' wall time.
+	// same turns, by Little's law: their measured exchanges' mean round
+	// trip (standing in for their unmeasured ones' too) times their
+	// exchanges over their wall time.
 	// N for N clients that never pause; less where clients wait between
 	// exchanges or finish their shares at different times.
 	InFlight float64 `json:"in_flight,omitempty"`
@@ -143,14 +146,16 @@ func processCPU() cpuTime {
 }
 
 // perExchange sets r's CPU figures and exchanges in flight from the CPU
-// time its turns took, their wall time and their exchanges (r's mean
-// already set).
-func (r *latencyResult) perExchange(c cpuTime, wall time.Duration, exchanges int) {
+// time its counted turns took, their wall time, their exchanges and the
+// sum and number of their measured round trips.
+func (r *latencyResult) perExchange(c cpuTime, wall time.Duration, exchanges int, rttSum time.Duration, rttN int) {
 	if exchanges <= 0 || wall <= 0 {
 		return
 	}
 	r.TurnCPUs = round2(float64(c.total()) / float64(wall))
-	r.InFlight = round2(r.MeanUs * 1e3 * float64(exchanges) / float64(wall))
+	if rttN > 0 {
+		r.InFlight = round2(float64(rttSum) / float64(rttN) * float64(exchanges) / float64(wall))
+	}
 	us := func(d time.Duration) float64 { return round2(float64(d) / 1e3 / float64(exchanges)) }
 	r.CPUUserUsPerExchange, r.CPUSysUsPerExchange = us(c.user), us(c.sys)
 	r.CPUUsPerExchange = us(c.user + c.sys)

@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"net"
 	"net/netip"
 )
@@ -61,20 +62,38 @@ func (f *UDPFrame) BuildHeader(buf []byte) {
 }
 
 // Checksum is the Internet checksum (RFC 1071) of b, starting from the
-// partial sum initial.
+// partial sum initial. The bulk of b is summed as little-endian 64-bit
+// words in one add-with-carry chain, folded to 16 bits and byte-swapped to
+// big-endian order (RFC 1071 §2(B): the one's-complement sum of
+// byte-swapped words is the byte-swapped sum); the rest as big-endian
+// 16-bit words. ndpperf's raw AF_XDP floor checksums every request it
+// times: 1 KiB in a quarter of the time of summing 16-bit words one at a
+// time (BenchmarkChecksum1KiB: 267-330 against 1,041-1,214 ns at load 5).
 func Checksum(b []byte, initial uint32) uint16 {
-	sum := initial
+	var s, c uint64
+	for len(b) >= 8 {
+		s, c = bits.Add64(s, binary.LittleEndian.Uint64(b), c)
+		b = b[8:]
+	}
+	s, c = bits.Add64(s, 0, c)
+	s += c // cannot carry again: s is 0 when the add above carried
+	sum := uint64(initial) + uint64(bits.ReverseBytes16(fold16(s)))
 	for len(b) >= 2 {
-		sum += uint32(b[0])<<8 | uint32(b[1])
+		sum += uint64(b[0])<<8 | uint64(b[1])
 		b = b[2:]
 	}
 	if len(b) == 1 {
-		sum += uint32(b[0]) << 8
+		sum += uint64(b[0]) << 8
 	}
-	for sum>>16 != 0 {
-		sum = sum&0xffff + sum>>16
+	return ^fold16(sum)
+}
+
+// fold16 folds a one's-complement accumulator to 16 bits.
+func fold16(s uint64) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
 	}
-	return ^uint16(sum)
+	return uint16(s)
 }
 
 // UDPChecksum computes the UDP checksum of udp (header with a zero checksum
