@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -750,9 +751,12 @@ const (
 )
 
 type tcpRPC struct {
-	kind      tcpKind
-	lfd       int   // server listening socket (namespace B)
-	cfd, sfd  []int // persistent: client and accepted server sockets, one pair per client
+	kind     tcpKind
+	lfd      int   // server listening socket (namespace B)
+	cfd, sfd []int // persistent: client and accepted server sockets, one pair per client
+	// Several clients: the same sockets as Go net.Conns (the runtime's
+	// netpoller), see newTCPRPC.
+	cc, sc    []net.Conn
 	nsA       *testbed.Namespace
 	dst       unix.SockaddrInet4
 	req, resp [][]byte // per client
@@ -814,6 +818,27 @@ func newTCPRPC(pair *testbed.Pair, o rpcOpts, kind tcpKind) (*tcpRPC, error) {
 		unix.SetsockoptTimeval(sfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
 		unix.SetsockoptInt(sfd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	}
+	// Several clients run as a Go service's connections do: net.Conns on
+	// the runtime's netpoller, a goroutine each. With blocking read(2)s
+	// on goroutines the runtime hands a P on only when sysmon sees its
+	// thread blocked (20 µs to 10 ms), so clients started 7-31 ms into a
+	// turn and kept 1.2-2.5 of 8 exchanges in flight (docs/latency.md).
+	for i := 0; kind == tcpPersistent && k > 1 && i < k; i++ {
+		for _, side := range []struct {
+			fd    *int
+			conns *[]net.Conn
+		}{{&t.cfd[i], &t.cc}, {&t.sfd[i], &t.sc}} {
+			f := os.NewFile(uintptr(*side.fd), "tcp")
+			c, err := net.FileConn(f) // on a dup of the fd
+			f.Close()
+			*side.fd = -1
+			if err != nil {
+				t.close()
+				return nil, err
+			}
+			*side.conns = append(*side.conns, c)
+		}
+	}
 	return t, nil
 }
 
@@ -844,8 +869,8 @@ func (t *tcpRPC) name() string {
 }
 
 func (t *tcpRPC) mode() string {
-	if len(t.cfd) > 1 {
-		return fmt.Sprintf("kernel TCP, %d persistent connections, blocking syscalls, a goroutine per client and per server connection", len(t.cfd))
+	if len(t.cc) > 1 {
+		return fmt.Sprintf("kernel TCP, %d persistent connections, Go net.Conns (netpoller), a goroutine per client and per server connection", len(t.cc))
 	}
 	return [...]string{"kernel TCP, persistent connection, blocking syscalls",
 		"kernel TCP, new connection per RPC (connect, write, read, close)",
@@ -918,6 +943,9 @@ func (t *tcpRPC) echo(stop *atomic.Bool) error {
 // over more than 10 ms on a loaded machine), and client and server then
 // waited for each other for good.
 func (t *tcpRPC) echoPersistent(i int, stop *atomic.Bool) error {
+	if t.sc != nil {
+		return t.echoConn(i, stop)
+	}
 	fd, buf := t.sfd[i], t.ebuf[i]
 	for got := 0; !stop.Load(); {
 		n, err := unix.Read(fd, buf[got:])
@@ -934,6 +962,31 @@ func (t *tcpRPC) echoPersistent(i int, stop *atomic.Bool) error {
 		}
 		got = 0
 		if err := writeFull(fd, buf); err != nil {
+			return fmt.Errorf("tcp server: %w", err)
+		}
+	}
+	return nil
+}
+
+// echoConn is echoPersistent on server connection i's net.Conn: a 10ms
+// read deadline lets it look at stop, and a request read in part keeps its
+// bytes.
+func (t *tcpRPC) echoConn(i int, stop *atomic.Bool) error {
+	c, buf := t.sc[i], t.ebuf[i]
+	for got := 0; !stop.Load(); {
+		c.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		n, err := c.Read(buf[got:])
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case err != nil:
+			return fmt.Errorf("tcp server: %w", err)
+		}
+		if got += n; got < len(buf) {
+			continue
+		}
+		got = 0
+		if _, err := c.Write(buf); err != nil {
 			return fmt.Errorf("tcp server: %w", err)
 		}
 	}
@@ -972,6 +1025,15 @@ func (t *tcpRPC) roundTrip(timeout time.Duration) (time.Duration, error) {
 func (t *tcpRPC) roundTripOn(i int, _ time.Duration) (time.Duration, error) {
 	t0 := time.Now()
 	req, resp := t.req[i], t.resp[i]
+	if t.cc != nil {
+		if _, err := t.cc[i].Write(req); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(t.cc[i], resp); err != nil {
+			return 0, err
+		}
+		return time.Since(t0), nil
+	}
 	if t.kind == tcpPersistent {
 		if err := writeFull(t.cfd[i], req); err != nil {
 			return 0, err
@@ -1009,6 +1071,9 @@ func (t *tcpRPC) roundTripOn(i int, _ time.Duration) (time.Duration, error) {
 }
 
 func (t *tcpRPC) close() {
+	for _, c := range append(t.cc, t.sc...) {
+		c.Close()
+	}
 	for _, fd := range append(append([]int{t.lfd}, t.cfd...), t.sfd...) {
 		if fd >= 0 {
 			unix.Close(fd)
