@@ -218,20 +218,22 @@ func runPingpong(args []string) error {
 
 // echoCtl runs one transport's echo on a pinned thread, during its turns.
 type echoCtl struct {
-	start chan struct{}
-	done  chan error
-	stop  atomic.Bool
+	start   chan struct{}
+	running chan struct{} // the echo's thread has its turn's start
+	done    chan error
+	stop    atomic.Bool
 }
 
 func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 	cpuClient, cpuEcho := cpuPair()
 	ctls := make([]*echoCtl, len(ends))
 	for i, e := range ends {
-		c := &echoCtl{start: make(chan struct{}), done: make(chan error)}
+		c := &echoCtl{start: make(chan struct{}), running: make(chan struct{}), done: make(chan error)}
 		ctls[i] = c
 		go func() {
 			err := lockAndPin(cpuEcho)
 			for range c.start {
+				c.running <- struct{}{}
 				if err == nil {
 					err = e.echo(&c.stop)
 				}
@@ -277,9 +279,15 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 			for k := range ends {
 				i := (k + r) % len(ends) // rotate the order every round
 				c := ctls[i]
-				cpu0, wall0, measured0 := turnCPU(ends[i]), time.Now(), len(accs[i].rtts)
 				c.stop.Store(false)
 				c.start <- struct{}{}
+				// The turn starts once the echo runs: a locked goroutine
+				// readied while both Ps spin or sit in syscalls could wait
+				// up to tens of ms for one (after an ndp turn the floor's
+				// first exchange did), which is the harness's, not the
+				// transport's.
+				<-c.running
+				cpu0, wall0, measured0 := turnCPU(ends[i]), time.Now(), len(accs[i].rtts)
 				serial := warm + per
 				var rtts []time.Duration
 				var lost int
