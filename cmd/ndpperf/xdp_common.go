@@ -77,13 +77,13 @@ type latencyResult struct {
 	Mode      string  `json:"mode,omitempty"`
 	// CPU time per exchange over the transport's turns after the first
 	// (the first carries the whole warmup, from cold; each later turn's
-	// 200 unmeasured exchanges are included):
-	// the process's user and system time (getrusage RUSAGE_SELF, every
-	// thread, so also anything else of the process that ran during the
-	// turns) plus, for transports with processes of their own (ndpd), theirs,
-	// divided by the exchanges made in those turns. A spinning waiter's CPU
-	// is counted as it is spent: a busy-polling transport's figure is its
-	// threads' occupancy, not only its work.
+	// 200 unmeasured exchanges are included): the process's user and
+	// system time (getrusage RUSAGE_SELF, every thread, so also anything
+	// else of the process that ran during the turns) plus, for transports
+	// with processes of their own (ndpd), theirs, over the exchanges made
+	// in those turns. A spinning waiter's CPU is counted as it is spent: a
+	// busy-polling transport's figure is its threads' occupancy, not only
+	// its work.
 	CPUUsPerExchange     float64 `json:"cpu_us_per_exchange,omitempty"`
 	CPUUserUsPerExchange float64 `json:"cpu_user_us_per_exchange,omitempty"`
 	CPUSysUsPerExchange  float64 `json:"cpu_sys_us_per_exchange,omitempty"`
@@ -93,9 +93,9 @@ type latencyResult struct {
 	// InFlight is how many exchanges were in flight on average over the
 	// same turns, by Little's law: their measured exchanges' mean round
 	// trip (standing in for their unmeasured ones' too) times their
-	// exchanges over their wall time.
-	// N for N clients that never pause; less where clients wait between
-	// exchanges or finish their shares at different times.
+	// exchanges over their wall time. N for N clients that never pause;
+	// less where clients wait between exchanges or finish their shares at
+	// different times.
 	InFlight float64 `json:"in_flight,omitempty"`
 
 	samplesUs []float64 // every round trip in µs, ascending, for --plot
