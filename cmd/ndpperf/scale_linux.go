@@ -33,6 +33,10 @@ import (
 // turns (the queue counts take turns, so load on a shared machine hits them
 // alike), with each queue's share of A's received frames.
 
+// scaleWarmLimit bounds how long after --warmup a round waits for every
+// client's first completed RPC.
+const scaleWarmLimit = 10 * time.Second
+
 func init() {
 	register(&subcommand{
 		name:    "scale",
@@ -72,7 +76,7 @@ func runScale(args []string) error {
 	queues := fs.String("queues", "1,2,4", "comma-separated queue counts N (N clients over N queues each)")
 	size := fs.Int("size", 1024, "request and response bytes")
 	duration := fs.Duration("duration", 2*time.Second, "measured time per queue count and round")
-	warmup := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time first")
+	warmup := fs.Duration("warmup", 300*time.Millisecond, "unmeasured time first (and until every client has completed an RPC)")
 	rounds := fs.Int("rounds", 3, "turns per queue count")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
@@ -221,7 +225,7 @@ func scaleRun(pair *testbed.Pair, n int, o scaleOpts) (float64, []uint64, error)
 	}
 	addr := sockapi.Addr{IP: pair.Veth.B.Addr.Addr(), Port: rpcNDPPort}
 	var measuring, stop atomic.Bool
-	var done atomic.Int64
+	var done, warm atomic.Int64
 	errs := make(chan error, n)
 	var cwg sync.WaitGroup
 	for _, c := range clients {
@@ -229,7 +233,7 @@ func scaleRun(pair *testbed.Pair, n int, o scaleOpts) (float64, []uint64, error)
 		go func() {
 			defer cwg.Done()
 			req, resp := make([]byte, o.size), make([]byte, o.size)
-			for !stop.Load() {
+			for first := true; !stop.Load(); first = false {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				m, err := c.CallInto(ctx, addr, req, resp)
 				cancel()
@@ -240,6 +244,9 @@ func scaleRun(pair *testbed.Pair, n int, o scaleOpts) (float64, []uint64, error)
 					errs <- err
 					return
 				}
+				if first {
+					warm.Add(1)
+				}
 				if measuring.Load() {
 					done.Add(1)
 				}
@@ -247,6 +254,17 @@ func scaleRun(pair *testbed.Pair, n int, o scaleOpts) (float64, []uint64, error)
 		}()
 	}
 	time.Sleep(o.warmup)
+	// The measurement starts once every client has completed an RPC (its
+	// first attach and dial through ndpd can outlast a short warm-up on a
+	// loaded machine), at most scaleWarmLimit later.
+	for deadline := time.Now().Add(scaleWarmLimit); warm.Load() < int64(n) && len(errs) == 0; {
+		if time.Now().After(deadline) {
+			stop.Store(true)
+			cwg.Wait()
+			return 0, nil, fmt.Errorf("%d of %d clients completed no RPC within %v of the warm-up", int64(n)-warm.Load(), n, scaleWarmLimit)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	measuring.Store(true)
 	t0 := time.Now()
 	time.Sleep(o.duration)
