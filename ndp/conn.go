@@ -12,6 +12,11 @@ type conn struct {
 	paths Scoreboard
 
 	connState
+
+	// timerDirty: in the Endpoint's dirty list, its timer to be
+	// recomputed (rearm). Outside connState: a reset of a conn still in
+	// the list must not let a later rearm add it twice.
+	timerDirty bool
 }
 
 // connState is a conn's bookkeeping: everything reset clears in one

@@ -32,6 +32,7 @@ type Endpoint struct {
 	pullQ, freeQ, pacedQ connRing
 	events               eventRing
 	timers               timerHeap
+	dirty                []*conn // connections whose timer rearm marked (flushTimers)
 
 	nextEphemeral uint16
 	now           Time  // latest time passed in by the caller
@@ -92,6 +93,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		gens:          make([]uint32, 0, cfg.MaxConns),
 		freeSlots:     make([]int32, 0, cfg.MaxConns),
 		pool:          make([]*conn, 0, cfg.MaxConns),
+		dirty:         make([]*conn, 0, cfg.MaxConns+1), // each conn object at most once (there are at most MaxConns)
 		table:         newKeyTable(cfg.MaxConns + cfg.MaxTimeWait),
 		listening:     make([]uint64, 65536/64),
 		ctl:           ctlQueue{buf: make([]ctlFrame, cfg.ControlQueue)},

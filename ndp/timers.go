@@ -4,6 +4,9 @@ package ndp
 
 // NextTimer returns when HandleTimers should next be called.
 func (e *Endpoint) NextTimer() (Time, bool) {
+	if len(e.dirty) > 0 { // a spinning poll's common case: none
+		e.flushTimers()
+	}
 	t, ok := e.tw.next()
 	if c, cok := e.timers.min(); cok && (!ok || c.timerAt < t) {
 		return c.timerAt, true
@@ -17,6 +20,9 @@ func (e *Endpoint) HandleTimers(now Time) {
 	e.now = max(e.now, now)
 	e.tw.expire(now)
 	for {
+		if len(e.dirty) > 0 {
+			e.flushTimers() // connTimer's changes place c again
+		}
 		c, ok := e.timers.min()
 		if !ok || c.timerAt > now {
 			return
@@ -200,9 +206,45 @@ func (e *Endpoint) stalled(c *conn) bool {
 	return !c.closed && (s.hasRtx() || s.hasNew()) && !s.canPull() && !s.canPush()
 }
 
-// rearm recomputes c's timer: the RTO deadline, the stall deadline, the
-// silence deadline or a held ACK's (AckHold), whichever is first.
+// rearm marks c's timer for recomputation (rearmNow) before the timer heap
+// is next read: NextTimer and HandleTimers are its only readers. One
+// frame, call or built packet changes a connection's deadlines several
+// times (a one-packet request and its FIN: the written data, the FIN, the
+// packet sent; a response: its carried ACK, the held ACK of its data, the
+// release of that ACK, the close), and each recomputation was 60-80 ns of
+// the frame's critical path; now the deadline is computed once, from the
+// state the last change left, and for what an API call sent only after
+// its transmit kick (the poll that follows it reads NextTimer).
 func (e *Endpoint) rearm(c *conn) {
+	if !c.timerDirty {
+		c.timerDirty = true
+		e.dirty = append(e.dirty, c) // within capacity: each conn at most once
+	}
+}
+
+// flushTimers recomputes the timers rearm marked, of the connections still
+// holding their slots (a recycled or pooled one has no timer).
+func (e *Endpoint) flushTimers() {
+	for i, c := range e.dirty {
+		e.dirty[i] = nil
+		c.timerDirty = false
+		if int(c.idx) < len(e.conns) && e.conns[c.idx] == c {
+			e.rearmNow(c)
+		}
+	}
+	e.dirty = e.dirty[:0]
+}
+
+// rearmNow recomputes c's timer: the RTO deadline, the stall deadline, the
+// silence deadline or a held ACK's (AckHold), whichever is first.
+func (e *Endpoint) rearmNow(c *conn) {
+	if c.closed { // closeConn took it out of the heap
+		if c.timerAt != 0 || c.heapIdx >= 0 {
+			c.timerAt = 0
+			e.timers.set(c)
+		}
+		return
+	}
 	s := &c.snd
 	t := s.rtoAt
 	if !c.probing && e.stalled(c) {
@@ -216,9 +258,6 @@ func (e *Endpoint) rearm(c *conn) {
 	}
 	if at := e.ackHoldDeadline(c); at != 0 && (t == 0 || at < t) {
 		t = at
-	}
-	if c.closed {
-		t = 0
 	}
 	if t != c.timerAt || (t != 0 && c.heapIdx < 0) {
 		c.timerAt = t
