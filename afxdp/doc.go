@@ -32,6 +32,12 @@
 //	    └──────── completion ring ◀──kernel sent it── TX ring ◀──┘
 //	                                     Alloc: free list ──▶ application
 //
+// The free list keeps the frames back from transmission apart: Alloc takes
+// those first and refills take them last, so a transmit buffer is a frame
+// only this socket's thread and its sendto touched, not one whose lines the
+// peer's CPU last wrote (copy mode delivers into the receiver's UMEM inside
+// the sender's sendto).
+//
 // Ring indices are free-running u32 counters (slot = index & (size-1)).
 // The producer writes slots, then publishes with a release store of its
 // index; the consumer reads the other side's index with an acquire load,

@@ -74,14 +74,18 @@ func (a Accounting) Check() error {
 // It has a single owner: the goroutine that drives the Port (all methods of
 // UMEM and Queue that move frames). It allocates nothing after construction.
 type frameLedger struct {
-	owner      []Owner
-	counts     [numOwners]int
-	free       []uint32 // LIFO stack of free frame indices: recently used frames stay cache-hot
+	owner  []Owner
+	counts [numOwners]int
+	// The free frames, in two LIFO stacks (recently used frames stay
+	// cache-hot): sent holds those back from transmission (Complete),
+	// free the others (released after receiving, or never used). Alloc
+	// takes from sent first and fill-ring refills take from it last (pop).
+	free, sent []uint32
 	violations uint64
 }
 
 func newFrameLedger(n int) *frameLedger {
-	l := &frameLedger{owner: make([]Owner, n), free: make([]uint32, n)}
+	l := &frameLedger{owner: make([]Owner, n), free: make([]uint32, n), sent: make([]uint32, 0, n)}
 	for i := range l.free {
 		// Pop order 0, 1, 2, ...
 		l.free[i] = uint32(n - 1 - i)
@@ -108,14 +112,25 @@ func (l *frameLedger) move(op string, idx uint32, from, to Owner) *FrameError {
 	return nil
 }
 
-// pop takes one frame off the free list and gives it to to.
+// pop takes one free frame and gives it to to: for the application (Alloc:
+// a transmit buffer) the frame that last came back from transmission, for
+// the fill ring one released after receiving or never used, so each kind
+// keeps to its own frames. In AF_XDP copy mode a received frame's lines
+// were last written by the sender's CPU (the kernel's copy runs in the
+// peer's sendto); building a frame into one took those lines back, line by
+// line, on the critical path of the frame being built, where a transmitted
+// frame's lines were only read, by this thread's own sendto.
 func (l *frameLedger) pop(to Owner) (uint32, bool) {
-	n := len(l.free)
+	list := &l.free
+	if (to == OwnerApp && len(l.sent) > 0) || len(l.free) == 0 {
+		list = &l.sent
+	}
+	n := len(*list)
 	if n == 0 {
 		return 0, false
 	}
-	idx := l.free[n-1]
-	l.free = l.free[:n-1]
+	idx := (*list)[n-1]
+	*list = (*list)[:n-1]
 	l.owner[idx] = to
 	l.counts[OwnerFree]--
 	l.counts[to]++
@@ -126,6 +141,10 @@ func (l *frameLedger) pop(to Owner) (uint32, bool) {
 func (l *frameLedger) push(op string, idx uint32, from Owner) *FrameError {
 	if err := l.move(op, idx, from, OwnerFree); err != nil {
 		return err
+	}
+	if from == OwnerTx {
+		l.sent = append(l.sent, idx) // within capacity, as free's
+		return nil
 	}
 	l.free = append(l.free, idx) // within capacity: at most len(owner) frames are free
 	return nil

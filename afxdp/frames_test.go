@@ -142,3 +142,49 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestFrameLedgerSentFramesTransmitAgain: a frame back from transmission is
+// the next one Alloc hands out (before frames released after receiving),
+// and the last one a fill-ring refill takes.
+func TestFrameLedgerSentFramesTransmitAgain(t *testing.T) {
+	l := newFrameLedger(8)
+	rx, _ := l.pop(OwnerFill)
+	tx, _ := l.pop(OwnerApp)
+	if err := l.move("receive", rx, OwnerFill, OwnerApp); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.move("transmit", tx, OwnerApp, OwnerTx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.push("complete", tx, OwnerTx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.push("release", rx, OwnerApp); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := l.pop(OwnerApp); got != tx {
+		t.Fatalf("Alloc got frame %d, want the transmitted frame %d", got, tx)
+	}
+	if err := l.push("release", tx, OwnerApp); err != nil {
+		t.Fatal(err)
+	}
+	// Drain for the fill ring: the transmitted frame comes last.
+	l2 := newFrameLedger(3)
+	a, _ := l2.pop(OwnerApp)
+	_ = l2.move("transmit", a, OwnerApp, OwnerTx)
+	_ = l2.push("complete", a, OwnerTx)
+	var order []uint32
+	for {
+		i, ok := l2.pop(OwnerFill)
+		if !ok {
+			break
+		}
+		order = append(order, i)
+	}
+	if len(order) != 3 || order[2] != a {
+		t.Fatalf("fill order %v, want the transmitted frame %d last", order, a)
+	}
+	if acc := l2.accounting(); acc.Fill != 3 || acc.Free != 0 {
+		t.Fatalf("accounting %+v", acc)
+	}
+}
