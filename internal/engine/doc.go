@@ -21,6 +21,8 @@
 //	  PullBatch slots -> Endpoint.PullReleased (PULL frames, one per
 //	                     connection per batch)
 //	Endpoint.HandleTimers if NextTimer <= now (RTO, stall probes, time-wait)
+//	  (skipped, with the transmit below, by a PollBusy waiter's batch
+//	   that received frames: the next poll runs both, pollDeferLocked)
 //	Link.AllocTx(tx[:Batch]) -> Endpoint.PollFrame into each buffer
 //	                           (control first, then pulled data, then
 //	                           first-RTT pushes; paced pushes only while the

@@ -272,8 +272,8 @@ func (s *Stack) spinPollLocked(deferTx bool) ndp.Time {
 }
 
 // pollDeferLocked is pollLocked; with deferTx (PollBusy waiters) frames
-// received in this batch do not trigger a transmit yet (unless the batch
-// released PULLs, which always leave at once): the caller checks
+// received in this batch do not trigger a transmit, nor the timers, yet
+// (unless the batch released PULLs, which always leave at once): the caller checks
 // its condition first, so when the application answers at once (an RPC
 // server writing its response, a client closing after the response) the
 // ACKs leave in the same transmit batch as its data, one kick instead of
@@ -357,9 +357,18 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			work = true
 		}
 	}
-	if t, ok := s.ep.NextTimer(); ok && t <= now {
-		s.ep.HandleTimers(now)
-		work = true
+	// A deferring poll that received frames leaves the timers, as it
+	// leaves its ACKs, to the next poll (txDeferred): the caller is about
+	// to take what arrived, and the timers' work (the new connection's
+	// first deadline, computed from what its frames changed: rearm) would
+	// delay the hand-off. A timer is seldom due at the very poll that
+	// receives, and the waiter polls again at once if it keeps waiting.
+	deferred := deferTx && n > 0 && released == 0
+	if !deferred {
+		if t, ok := s.ep.NextTimer(); ok && t <= now {
+			s.ep.HandleTimers(now)
+			work = true
+		}
 	}
 	s.drainEventsLocked(now)
 	if s.signalled {
@@ -370,7 +379,7 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			s.link.Wake()
 		}
 	}
-	if deferTx && n > 0 && released == 0 {
+	if deferred {
 		// ACKs may wait for the caller's next call; PULLs are the
 		// senders' clock and leave now (a bulk reader that processes
 		// what it read before reading again would otherwise hold every
