@@ -197,6 +197,9 @@ func (a *attached) stats() (Stats, error) {
 	return statsFromEngine(st), nil
 }
 
+// poll: ndpd's core loop drives an attached stack.
+func (a *attached) poll() bool { return false }
+
 func (a *attached) engineStats() (engine.Stats, error) {
 	snap, err := daemon.QueryStatus(a.path)
 	if err != nil {

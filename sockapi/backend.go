@@ -51,6 +51,10 @@ type backend interface {
 	// without contending with the data path (engine.Stack.StatsSnapshot;
 	// ErrStatsUnavailable if there are none).
 	engineStats() (engine.Stats, error)
+	// poll drives the stack once (receive, timers, transmit) and reports
+	// whether it did any work; false where the backend is driven
+	// elsewhere (attached: ndpd's core loop).
+	poll() bool
 	close() error
 }
 

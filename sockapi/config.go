@@ -111,7 +111,8 @@ type Config struct {
 	// so only goroutines inside calls on the stack drive it. For PollBusy
 	// setups where a goroutine always waits on the stack (a benchmark's
 	// pinned client or server thread): it then never competes for a CPU.
-	// Timers (retransmissions) run only while some call waits.
+	// Timers (retransmissions) run only while some call waits, or in
+	// Stack.Poll.
 	NoBackgroundPoller bool
 	// Logger receives setup and teardown logs. Nil means none.
 	Logger *zap.Logger

@@ -38,6 +38,7 @@ func (e *embedded) listen(port uint16, backlog int) (backendListener, error) {
 
 func (e *embedded) localAddr() netip.Addr { return netip.AddrFrom4(e.s.LocalAddr().IP) }
 func (e *embedded) now() int64            { return int64(e.s.Now()) }
+func (e *embedded) poll() bool            { return e.s.Poll() }
 func (e *embedded) close() error {
 	err := e.s.Close()
 	if e.capture != nil {

@@ -25,6 +25,15 @@ func newStack(b backend) *Stack { return &Stack{b: b, addr: b.localAddr()} }
 // Addr is the stack's IPv4 address.
 func (s *Stack) Addr() netip.Addr { return s.addr }
 
+// Poll drives an embedded stack once: it receives what arrived, runs the
+// due timers and sends what is queued, and reports whether it did any
+// work. A stack with a background poller (the default) needs no Poll; one
+// opened with NoBackgroundPoller moves only while a call waits on it, so
+// what its last call left to send (a Close's ACK, which waits for the next
+// call's transmit in PollBusy) and its timers wait for the next call, or
+// for Poll. An attached stack (ndpd drives it) reports false.
+func (s *Stack) Poll() bool { return s.b.poll() }
+
 // Close closes every connection and listener of the stack (blocked calls
 // return ErrStackClosed) and releases the interface.
 func (s *Stack) Close() error { return s.b.close() }

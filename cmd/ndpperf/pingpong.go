@@ -79,6 +79,17 @@ type ppTurn interface {
 	turn(warm, per int, timeout time.Duration) (rtts []time.Duration, lost int, err error)
 }
 
+// ppSettle is implemented by transports whose stacks move only while a
+// call waits on them (ndp's new-connection RPC, NoBackgroundPoller): settle
+// drives them after the turn, so that what its last exchange left to send
+// (the client's ACK of the last response, which waits for the next call's
+// transmit) leaves now rather than at the transport's next turn, after the
+// other transports' turns, when the server's RTO for that response had
+// long fired.
+type ppSettle interface {
+	settle()
+}
+
 // ppCPUElsewhere is implemented by transports whose work runs partly in
 // processes of their own (ndpd): their CPU time so far, added to this
 // process's over the transport's turns.
@@ -323,6 +334,9 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 				c.stop.Store(true)
 				if err := <-c.done; err != nil && cerr == nil {
 					cerr = fmt.Errorf("%s echo: %w", ends[i].name(), err)
+				}
+				if st, ok := ends[i].(ppSettle); ok {
+					st.settle()
 				}
 				// CPU and wall time are counted from the second round on
 				// (the first turn carries the whole warmup, from cold), or

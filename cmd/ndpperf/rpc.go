@@ -586,6 +586,18 @@ func (r *ndpRPC) roundTrip(time.Duration) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
+// settle polls both stacks until neither has work left (at most 64
+// rounds): the ACK of the turn's last response leaves the client and
+// reaches the server (ppSettle).
+func (r *ndpRPC) settle() {
+	for range 64 {
+		c, s := r.client.Poll(), r.server.Poll()
+		if !c && !s {
+			return
+		}
+	}
+}
+
 func (r *ndpRPC) close() {
 	if r.l != nil {
 		r.l.Close()
