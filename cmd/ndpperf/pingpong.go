@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -264,6 +265,7 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 		cpu       cpuTime
 		wall      time.Duration
 		exchanges int           // warmup included
+		made      []int         // per client of several: round trips made
 		rttSum    time.Duration // of the measured ones
 		rttN      int
 	}
@@ -308,7 +310,11 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 					rtts, lost, err = m.turn(warm, per, o.timeout)
 				} else if m, ok := ends[i].(ppClients); ok && m.clients() > 1 {
 					serial = 0
-					rtts, lost, err = roundTripsConcurrent(m, warm, per, o.timeout)
+					var made []int
+					rtts, lost, made, err = roundTripsConcurrent(m, warm, per, o.timeout)
+					if r > 0 || o.rounds == 1 {
+						accs[i].made = addMade(accs[i].made, made)
+					}
 				}
 				accs[i].rtts = append(accs[i].rtts, rtts...)
 				accs[i].lost += lost
@@ -366,64 +372,94 @@ func measurePingpong(ends []ppEnd, o pingpongOpts) ([]latencyResult, error) {
 		res[i] = summarize(e.name(), accs[i].rtts, accs[i].lost, e.mode())
 		a := accs[i]
 		res[i].perExchange(a.cpu, a.wall, a.exchanges, a.rttSum, a.rttN)
+		res[i].clientShares(a.made)
 	}
 	return res, nil
 }
 
+// addMade adds per-client round-trip counts.
+func addMade(sum, made []int) []int {
+	if sum == nil {
+		sum = make([]int, len(made))
+	}
+	for i, n := range made {
+		sum[i] += n
+	}
+	return sum
+}
+
 // roundTripsConcurrent runs warm+per round trips over m's clients at once,
-// each client on its own goroutine making its share, and returns the
-// measured (post-warmup) times of all of them.
-func roundTripsConcurrent(m ppClients, warm, per int, timeout time.Duration) ([]time.Duration, int, error) {
+// each client on its own goroutine, and returns the measured (post-warmup)
+// times of all of them and how many round trips each client made. The
+// clients start together (each goroutine parks until all have started: a
+// goroutine started while the others spin could otherwise wait for a P for
+// tens of ms) and draw their round trips from one pool until it is empty,
+// so all of them stay busy until the turn's last few exchanges: with a
+// fixed share each, a client that got more of the CPUs finished its share
+// early and the rest ran with fewer exchanges in flight (ndp's 4 clients
+// overlapped 1.8-2.2 on average). The first warm drawn are not measured.
+func roundTripsConcurrent(m ppClients, warm, per int, timeout time.Duration) ([]time.Duration, int, []int, error) {
 	k := m.clients()
 	type share struct {
 		rtts []time.Duration
+		made int
 		lost int
 		err  error
 	}
 	shares := make([]share, k)
+	var next atomic.Int64 // round trips drawn from the pool
+	total := int64(warm + per)
+	var ready sync.WaitGroup
+	ready.Add(k)
+	start := make(chan struct{})
 	done := make(chan struct{}, k)
 	for i := range shares {
-		w, p := warm/k, per/k
-		if i < warm%k {
-			w++
-		}
-		if i < per%k {
-			p++
-		}
 		sh := &shares[i]
-		sh.rtts = make([]time.Duration, 0, p)
+		sh.rtts = make([]time.Duration, 0, per/k+1)
 		go func() {
 			defer func() { done <- struct{}{} }()
-			for j := 0; j < w+p; j++ {
+			ready.Done()
+			<-start
+			for {
+				j := next.Add(1) - 1
+				if j >= total {
+					return
+				}
 				rtt, err := m.roundTripOn(i, timeout)
+				sh.made++
 				if errors.Is(err, errLost) {
 					sh.lost++
 					continue
 				}
 				if err != nil {
 					sh.err = fmt.Errorf("client %d: %w", i, err)
+					next.Store(total) // the others stop too
 					return
 				}
-				if j >= w {
+				if j >= int64(warm) {
 					sh.rtts = append(sh.rtts, rtt)
 				}
 			}
 		}()
 	}
+	ready.Wait()
+	close(start)
 	for range shares {
 		<-done
 	}
 	var rtts []time.Duration
+	made := make([]int, k)
 	lost := 0
 	var err error
-	for _, sh := range shares {
+	for i, sh := range shares {
 		rtts = append(rtts, sh.rtts...)
+		made[i] = sh.made
 		lost += sh.lost
 		if err == nil {
 			err = sh.err
 		}
 	}
-	return rtts, lost, err
+	return rtts, lost, made, err
 }
 
 // ppFrame is the client's frame template (A -> B). Both ports are the NDP

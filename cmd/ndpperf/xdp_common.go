@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -97,6 +98,12 @@ type latencyResult struct {
 	// less where clients wait between exchanges or finish their shares at
 	// different times.
 	InFlight float64 `json:"in_flight,omitempty"`
+	// ClientShareMin and ClientShareMax are, for several clients drawing
+	// their round trips from one pool (roundTripsConcurrent), the fewest
+	// and the most round trips one client made over the counted turns, as
+	// a fraction of an even share (1 each when the clients kept pace).
+	ClientShareMin float64 `json:"client_share_min,omitempty"`
+	ClientShareMax float64 `json:"client_share_max,omitempty"`
 
 	samplesUs []float64 // every round trip in µs, ascending, for --plot
 }
@@ -159,6 +166,20 @@ func (r *latencyResult) perExchange(c cpuTime, wall time.Duration, exchanges int
 	us := func(d time.Duration) float64 { return round2(float64(d) / 1e3 / float64(exchanges)) }
 	r.CPUUserUsPerExchange, r.CPUSysUsPerExchange = us(c.user), us(c.sys)
 	r.CPUUsPerExchange = us(c.user + c.sys)
+}
+
+// clientShares sets r's client shares from each client's round trips.
+func (r *latencyResult) clientShares(made []int) {
+	total := 0
+	for _, n := range made {
+		total += n
+	}
+	if len(made) < 2 || total == 0 {
+		return
+	}
+	even := float64(total) / float64(len(made))
+	lo, hi := slices.Min(made), slices.Max(made)
+	r.ClientShareMin, r.ClientShareMax = round2(float64(lo)/even), round2(float64(hi)/even)
 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }

@@ -37,6 +37,8 @@ var latencyCols = []col{
 	{key: "cpu_sys_us_per_exchange", label: "of it system"},
 	{key: "turn_cpus", label: "CPUs busy"},
 	{key: "in_flight", label: "in flight"},
+	{key: "client_share_min", label: "fewest by a client (x even)"},
+	{key: "client_share_max", label: "most by a client (x even)"},
 }
 
 // latency: ndpperf rpc and pingpong, one row per transport, then the ratios
