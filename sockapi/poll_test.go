@@ -1,8 +1,6 @@
 package sockapi
 
 import (
-	"context"
-	"io"
 	"testing"
 	"time"
 )
@@ -21,30 +19,8 @@ func TestPollSendsWhatCloseLeft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := context.Background()
-		req, resp, buf := make([]byte, 1024), make([]byte, 1024), make([]byte, 1024)
-		c, err := cli.DialAddr(ctx, Addr{IP: addrB, Port: 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.WriteAndClose(req); err != nil {
-			t.Fatal(err)
-		}
-		sc, err := l.AcceptNDP()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadFull(sc, buf); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := sc.WriteAndClose(buf); err != nil {
-			t.Fatal(err)
-		}
-		sc.CloseAndReuse()
-		if n, err := readMessage(c, resp); err != nil || n != len(resp) {
-			t.Fatalf("response: %d bytes, %v", n, err)
-		}
-		c.CloseAndReuse() // as CallInto: the ACK of the response waits for the next call
+		pipeRPC(t, cli, l, Addr{IP: addrB, Port: 7}, make([]byte, 1024), make([]byte, 1024), make([]byte, 1024))
+		// The client's CloseAndReuse left the ACK of the response for its next call.
 		if poll {
 			cli.Poll()
 			srv.Poll() // takes the ACK

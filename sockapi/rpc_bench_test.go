@@ -25,31 +25,7 @@ func BenchmarkPipeRPC(b *testing.B) {
 	defer l.Close()
 	addr := Addr{IP: addrB, Port: 7}
 	req, resp, buf := make([]byte, 1024), make([]byte, 1024), make([]byte, 1024)
-	ctx := context.Background()
-	rpc := func() {
-		c, err := cli.DialAddr(ctx, addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.WriteAndClose(req); err != nil {
-			b.Fatal(err)
-		}
-		sc, err := l.AcceptNDP()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := io.ReadFull(sc, buf); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := sc.WriteAndClose(buf); err != nil {
-			b.Fatal(err)
-		}
-		sc.CloseAndReuse() // a server that drops its accepted Conns
-		if n, err := readMessage(c, resp); err != nil || n != len(resp) {
-			b.Fatalf("response: %d bytes, %v", n, err)
-		}
-		c.CloseAndReuse() // as CallInto
-	}
+	rpc := func() { pipeRPC(b, cli, l, addr, req, resp, buf) }
 	for i := 0; i < 100; i++ {
 		rpc()
 	}
@@ -58,4 +34,36 @@ func BenchmarkPipeRPC(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		rpc()
 	}
+}
+
+// pipeRPC makes one new-connection RPC by hand, as CallInto does, with the
+// server's side on the calling goroutine too: the client dials and sends
+// req with its FIN, the server accepts, reads it into buf and answers it
+// with its FIN, and the client reads the answer into resp. Both ends close
+// with CloseAndReuse, so the client's ACK of the answer waits for its
+// stack's next call (PollBusy).
+func pipeRPC(tb testing.TB, cli *Stack, l *Listener, addr Addr, req, resp, buf []byte) {
+	tb.Helper()
+	c, err := cli.DialAddr(context.Background(), addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.WriteAndClose(req); err != nil {
+		tb.Fatal(err)
+	}
+	sc, err := l.AcceptNDP()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.ReadFull(sc, buf); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := sc.WriteAndClose(buf); err != nil {
+		tb.Fatal(err)
+	}
+	sc.CloseAndReuse() // a server that drops its accepted Conns
+	if n, err := readMessage(c, resp); err != nil || n != len(resp) {
+		tb.Fatalf("response: %d bytes, %v", n, err)
+	}
+	c.CloseAndReuse() // as CallInto
 }

@@ -1,12 +1,9 @@
 package engine
 
 import (
-	"context"
 	"io"
 	"testing"
 	"time"
-
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // deafLink is a MemLink whose Wait does not return when frames arrive,
@@ -42,22 +39,8 @@ func TestHeldAckLeavesWithoutNextCall(t *testing.T) {
 					c.Link, c.Mode = deafLink{c.Link.(*MemLink)}, mode
 				}
 			})
-			l, err := b.Listen(9, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			msg := make([]byte, 1000) // one packet
-			if _, err := c.Write(msg, false, nil); err != nil {
-				t.Fatal(err)
-			}
-			sc, err := l.Accept(nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, sc := openConn(t, a, b, len(msg))
 			buf := make([]byte, len(msg))
 			if _, err := io.ReadFull(readerFunc(func(p []byte) (int, error) { return sc.Read(p, nil) }), buf); err != nil {
 				t.Fatal(err)

@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"context"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // A lone PollBusy waiter lets other goroutines run every yieldEvery of
@@ -26,20 +23,7 @@ func TestBusyWaiterLetsOthersRun(t *testing.T) {
 			c.Mode = PollBusy // the waiter; its peer polls adaptively
 		}
 	})
-	l, err := b.Listen(9, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write(make([]byte, 100), false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Accept(nil); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := openConn(t, a, b, 100)
 	cancel := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {

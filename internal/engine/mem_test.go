@@ -83,6 +83,28 @@ func echoServer(t testing.TB, l *Listener) {
 	}()
 }
 
+// openConn listens on b's port 9, dials it from a (ipB is b's address),
+// writes n bytes and accepts: a connection both ends have set up, as its
+// client and server Conns.
+func openConn(t *testing.T, a, b *Stack, n int) (c, sc *Conn) {
+	t.Helper()
+	l, err := b.Listen(9, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(make([]byte, n), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err = l.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	return c, sc
+}
+
 func call(s *Stack, ip [4]byte, port uint16, req []byte) ([]byte, error) {
 	c, err := s.Dial(context.Background(), ip, port, ndp.DialOptions{})
 	if err != nil {

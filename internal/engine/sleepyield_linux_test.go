@@ -1,15 +1,12 @@
 package engine
 
 import (
-	"context"
 	"runtime"
 	"slices"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // threadWaitLink is a MemLink whose Wait blocks its thread in ppoll(2) for
@@ -51,20 +48,7 @@ func TestLinkSleepLetsReadiedRun(t *testing.T) {
 			c.Link = threadWaitLink{c.Link.(*MemLink)}
 		}
 	})
-	l, err := b.Listen(9, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := a.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write(make([]byte, 100), false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.Accept(nil); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := openConn(t, a, b, 100)
 	const rounds = 10
 	late := make([]time.Duration, 0, rounds)
 	buf := make([]byte, 100)
