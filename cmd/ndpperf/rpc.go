@@ -63,6 +63,7 @@ type rpcOpts struct {
 	cores   string // daemon mode: "dedicated" or "shared"
 	conn    string // "new" (a connection per RPC) or "persistent"
 	clients int    // concurrent client connections (persistent)
+	mtu     int    // every veth pair's MTU (0: 1500)
 	poll    string
 	spin    time.Duration
 	pcap    string // directory for the NDP stacks' pcapng captures ("": none)
@@ -90,6 +91,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	cores := fs.String("cores", defaultCores(), "--mode daemon: dedicated (each ndpd core loop and each application thread on its own CPU, all busy polling; needs 4 CPUs) or shared (each ndpd core loop on its application's CPU, adaptive polling); default by CPU count")
 	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
 	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
+	mtu := fs.Int("mtu", 0, "MTU of every transport's veth pair (or the switch's links), 1280..9000 (0: 1500); NDP packets use all of it (above 3826 as AF_XDP multi-buffer chains of 4 KB frames), kernel TCP crosses the same MTU")
 	poll := fs.String("poll", "", "ndp waiting: busy (spin until done) or adaptive (spin, then sleep on the AF_XDP socket); default busy with --conn new, adaptive (the stack's default) with --conn persistent")
 	spin := fs.Duration("spin", 0, "adaptive mode: how long a waiter spins before sleeping (0: the stack's default, Config.Spin)")
 	pcap := fs.String("pcap", "", "embedded mode: write the NDP client's and server's frames to DIR/rpc-client.pcapng and DIR/rpc-server.pcapng (64 MiB each at most)")
@@ -102,7 +104,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	if err := fs.Parse(args); err != nil {
 		return rpcOpts{}, err
 	}
-	o := rpcOpts{prof: prof, size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients,
+	o := rpcOpts{prof: prof, size: *size, n: *n, warmup: *warmup, rounds: *rounds, mode: *mode, cores: *cores, conn: *conn, clients: *clients, mtu: *mtu,
 		poll: *poll, spin: *spin, pcap: *pcap, json: *asJSON, plot: *plotFile, scrape: *scrape}
 	var err error
 	if o.fabricFlags, err = fab.parse(fs, &o.rate); err != nil {
@@ -182,6 +184,9 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 			return o, fmt.Errorf("--conn persistent compares with tcp and xdp, not %q", c)
 		}
 	}
+	if o.mtu != 0 && (o.mtu < 1280 || o.mtu > 9000) {
+		return o, fmt.Errorf("--mtu %d: want 1280..9000", o.mtu)
+	}
 	if o.size < 8 || o.size > 1<<20 {
 		return o, fmt.Errorf("--size %d: want 8..1MiB", o.size)
 	}
@@ -231,6 +236,7 @@ type rpcOutput struct {
 	Size    int                `json:"size"`
 	Conn    string             `json:"conn"`
 	Clients int                `json:"clients"`
+	MTU     int                `json:"mtu"`
 	Poll    string             `json:"poll"`
 	Rounds  int                `json:"rounds"`
 	CPUs    int                `json:"cpus"`
@@ -279,7 +285,7 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	var sw *softswitch.Switch
 	var nsA, nsB *testbed.Namespace
 	if o.on() {
-		if swPair, sw, err = o.pair(tb, 0); err != nil {
+		if swPair, sw, err = o.pair(tb, o.mtu); err != nil {
 			return out, err
 		}
 		nsA, nsB = swPair.A, swPair.B
@@ -308,7 +314,7 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 		pair := swPair
 		if pair == nil {
 			v, err := tb.NewVeth(nsA, nsB, testbed.VethConfig{
-				AddrA: fmt.Sprintf("10.202.%d.1/24", i), AddrB: fmt.Sprintf("10.202.%d.2/24", i)})
+				AddrA: fmt.Sprintf("10.202.%d.1/24", i), AddrB: fmt.Sprintf("10.202.%d.2/24", i), MTU: o.mtu})
 			if err != nil {
 				return out, err
 			}
@@ -376,7 +382,8 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	if o.clients > 1 {
 		setup = "two network namespaces joined by veth (one pair per transport), a goroutine per client and per server connection"
 	}
-	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, Poll: o.poll,
+	setup += fmt.Sprintf(", MTU %d", o.mtuOr1500())
+	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, MTU: o.mtuOr1500(), Poll: o.poll,
 		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0, IdleCPUPct: idle, Fabric: "veth"}
 	if sw != nil {
 		out.Switch = newSwitchCounters(sw.Stats().Sub(swBefore), 0)
@@ -1091,4 +1098,12 @@ func (t *tcpRPC) close() {
 			unix.Close(fd)
 		}
 	}
+}
+
+// mtuOr1500 is the MTU every transport crosses.
+func (o rpcOpts) mtuOr1500() int {
+	if o.mtu == 0 {
+		return 1500
+	}
+	return o.mtu
 }

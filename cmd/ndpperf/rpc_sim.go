@@ -5,9 +5,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
-	"github.com/ndpstack/ndpstack/ndp"
 )
 
 // rpcSimFallback runs the ndp RPC workload on the simulator (two hosts on
@@ -26,7 +24,7 @@ func rpcSimFallback(o rpcOpts) (rpcOutput, error) {
 // hosts on one NDP switch with 8-packet queues, links at rate with 1 µs delay.
 func rpcSimRun(o rpcOpts, rate int64) (rpcOutput, error) {
 	r, err := sim.RunRPC(sim.RPCConfig{
-		Star: sim.StarConfig{LinkRate: float64(rate), LinkDelay: 1000, Endpoint: ndp.Config{IW: 30}, Fabric: fabric.Config{DataQueue: 8}, Seed: 1},
+		Star: simStar(float64(rate), o.mtuOr1500()),
 		Size: o.size, N: o.n,
 	})
 	if err != nil {
@@ -38,7 +36,7 @@ func rpcSimRun(o rpcOpts, rate int64) (rpcOutput, error) {
 	}
 	out := rpcOutput{
 		Results: []latencyResult{summarize("ndp", rtts, 0, "simulator (virtual time), new connection per RPC")},
-		Size:    o.size, Rounds: 1, Setup: "simulator: not root, no testbed",
+		Size:    o.size, MTU: o.mtuOr1500(), Rounds: 1, Setup: "simulator: not root, no testbed",
 	}
 	return out, nil
 }

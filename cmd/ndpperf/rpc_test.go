@@ -35,6 +35,9 @@ func TestParseRPCFlags(t *testing.T) {
 		{[]string{"--conn", "persistent", "--mode", "daemon"}, false},
 		{[]string{"--clients", "2"}, false},
 		{[]string{"--conn", "pooled"}, false},
+		{[]string{"--conn", "persistent", "--size", "65536", "--mtu", "9000"}, true},
+		{[]string{"--mtu", "1000"}, false},
+		{[]string{"--mtu", "9001"}, false},
 		{[]string{"--plot", "rpc.png"}, true},
 		{[]string{"--plot", "rpc.svg"}, false},
 		{[]string{"--mode", "daemon", "--compare", "embedded,tcp", "--cores", "shared"}, true},
@@ -82,16 +85,18 @@ func TestRPCTestbed(t *testing.T) {
 // TestRPCPersistentTestbed runs `ndpperf rpc --conn persistent` briefly: one
 // pinned client and four concurrent clients, each against kernel TCP with as
 // many connections (and the raw AF_XDP floor for as many exchanges, 1 KiB),
-// 1 KiB and 64 KiB messages; every exchange completes, every transport's
+// 1 KiB and 64 KiB messages, 64 KiB also at MTU 9000 (ndp's DATA as
+// multi-buffer jumbo packets); every exchange completes, every transport's
 // CPU per exchange is measured and the stacks' counters come back.
 func TestRPCPersistentTestbed(t *testing.T) {
 	testbed.RequireRoot(t)
+	var dataIn64K uint64 // the 64 KiB case at MTU 1500
 	for _, tc := range []struct {
-		clients, size int
-		poll          string
-	}{{1, 1024, "adaptive"}, {4, 1024, "adaptive"}, {1, 64 << 10, "busy"}} {
+		clients, size, mtu int
+		poll               string
+	}{{1, 1024, 0, "adaptive"}, {4, 1024, 0, "adaptive"}, {1, 64 << 10, 0, "busy"}, {1, 64 << 10, 9000, "busy"}} {
 		o := rpcOpts{size: tc.size, n: 200, warmup: 20, rounds: 2, compare: []string{"tcp"},
-			mode: "embedded", conn: "persistent", clients: tc.clients, poll: tc.poll}
+			mode: "embedded", conn: "persistent", clients: tc.clients, poll: tc.poll, mtu: tc.mtu}
 		if tc.size <= 1472 {
 			o.compare = append(o.compare, "xdp")
 		}
@@ -128,6 +133,19 @@ func TestRPCPersistentTestbed(t *testing.T) {
 		// Every response crossed as DATA (warmups and the opening exchange included).
 		if want := uint64(o.n + o.warmup); out.NDPClient.DataIn < want {
 			t.Errorf("%+v: client received %d DATA frames, want at least %d", tc, out.NDPClient.DataIn, want)
+		}
+		if out.MTU != o.mtuOr1500() {
+			t.Errorf("%+v: output says MTU %d", tc, out.MTU)
+		}
+		// At MTU 9000 a 64 KiB message is 8 DATA packets, against 45 at
+		// 1500 (the case before): the same exchanges in under a quarter
+		// of the packets.
+		if tc.size == 64<<10 {
+			if tc.mtu == 0 {
+				dataIn64K = out.NDPClient.DataIn
+			} else if out.NDPClient.DataIn*4 > dataIn64K {
+				t.Errorf("%+v: client received %d DATA packets, against %d at MTU 1500: not jumbo", tc, out.NDPClient.DataIn, dataIn64K)
+			}
 		}
 		t.Logf("%+v: ndp p50 %.1fµs p99 %.1fµs, tcp p50 %.1fµs p99 %.1fµs; client RTO fires %d", tc,
 			out.Results[0].P50us, out.Results[0].P99us, out.Results[1].P50us, out.Results[1].P99us, out.NDPClient.RTOFires)
