@@ -190,6 +190,9 @@ func (s *steering) attach(iface string, ifindex int, mode AttachMode) error {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
 		se.Sentinel = ErrPermission
 		se.Hint = "attaching XDP needs CAP_NET_ADMIN and CAP_BPF"
+	case errors.Is(err, unix.ERANGE):
+		se.Sentinel = ErrAttachMode
+		se.Hint = fmt.Sprintf("the MTU of %s is above what its driver runs native XDP at without multi-buffer (veth: 3506 with 4 KiB pages); lower it, attach generic, or set MultiBuffer", iface)
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.EINVAL), errors.Is(err, link.ErrNotSupported):
 		se.Sentinel = ErrAttachMode
 		se.Hint = "use AttachGeneric or AttachAuto"

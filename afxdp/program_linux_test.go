@@ -2,8 +2,10 @@ package afxdp
 
 import (
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -116,5 +118,27 @@ func TestSteerAllClassifier(t *testing.T) {
 		if ret != xdpDrop {
 			t.Fatalf("ethertype %#x: action %d, want the socket", typ, ret)
 		}
+	}
+}
+
+// TestNativeAttachAboveMTULimit: veth refuses a native XDP program without
+// multi-buffer support above MTU 3506; the error is ErrAttachMode with a
+// hint that names the MTU, not a bare ERANGE.
+func TestNativeAttachAboveMTULimit(t *testing.T) {
+	tb := testbed.NewT(t)
+	pair, err := tb.NewPair(testbed.VethConfig{MTU: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pair.A.Do(func() error {
+		p, err := Open(Config{Interface: pair.Veth.A.Name, UDPPort: testPort, FrameSize: 4096, Attach: AttachNative})
+		if err == nil {
+			p.Close()
+		}
+		return err
+	})
+	var se *SyscallError
+	if !errors.Is(err, ErrAttachMode) || !errors.As(err, &se) || !strings.Contains(se.Hint, "MTU") {
+		t.Fatalf("native attach at MTU 3600: %v, want ErrAttachMode with an MTU hint", err)
 	}
 }

@@ -91,7 +91,7 @@ func parseRPCFlags(name string, args []string, defN int) (rpcOpts, error) {
 	cores := fs.String("cores", defaultCores(), "--mode daemon: dedicated (each ndpd core loop and each application thread on its own CPU, all busy polling; needs 4 CPUs) or shared (each ndpd core loop on its application's CPU, adaptive polling); default by CPU count")
 	conn := fs.String("conn", "new", "ndp connections: new (one per RPC, CallInto) or persistent (one long-lived net.Conn per client, Write then Read)")
 	clients := fs.Int("clients", 1, "persistent: concurrent client connections, each on its own goroutine (kernel TCP gets as many)")
-	mtu := fs.Int("mtu", 0, "MTU of every transport's veth pair (or the switch's links), 1280..9000 (0: 1500); NDP packets use all of it (above 3826 as AF_XDP multi-buffer chains of 4 KB frames), kernel TCP crosses the same MTU")
+	mtu := fs.Int("mtu", 0, "MTU of every transport's veth pair, 1280..9000 (0: 1500), or of the switch's links, at most 3506 (native XDP on veth); NDP packets use all of it (above 3826 as AF_XDP multi-buffer chains of 4 KB frames), kernel TCP crosses the same MTU")
 	poll := fs.String("poll", "", "ndp waiting: busy (spin until done) or adaptive (spin, then sleep on the AF_XDP socket); default busy with --conn new, adaptive (the stack's default) with --conn persistent")
 	spin := fs.Duration("spin", 0, "adaptive mode: how long a waiter spins before sleeping (0: the stack's default, Config.Spin)")
 	pcap := fs.String("pcap", "", "embedded mode: write the NDP client's and server's frames to DIR/rpc-client.pcapng and DIR/rpc-server.pcapng (64 MiB each at most)")

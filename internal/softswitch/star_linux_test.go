@@ -238,3 +238,20 @@ func fifoThreads(t *testing.T) int {
 	}
 	return n
 }
+
+// TestStarMTULimit: the switch's ports run native XDP, which veth refuses
+// above MTU 3506 without multi-buffer; the switch says so (ErrConfig)
+// instead of failing the attach, and runs at 3506.
+func TestStarMTULimit(t *testing.T) {
+	tb := testbed.NewT(t)
+	if _, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 2, MTU: 3507, Switch: softswitch.Config{Rate: 1e9}}); !errors.Is(err, softswitch.ErrConfig) {
+		t.Fatalf("MTU 3507: %v, want ErrConfig", err)
+	}
+	star, err := softswitch.NewStar(tb, softswitch.StarConfig{Hosts: 2, MTU: 3506, Switch: softswitch.Config{Rate: 1e9}})
+	if err != nil {
+		t.Fatalf("MTU 3506: %v", err)
+	}
+	if err := star.Switch.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -36,12 +36,16 @@ type Switch struct {
 	closeErr  error
 }
 
-// The largest frames 2048- and 4096-byte AF_XDP chunks hold (the chunk less
-// XDP's 256-byte headroom).
-const (
-	maxFrame      = bufSize - 256
-	maxJumboFrame = jumboBufSize - 256
-)
+// The largest frame a 2048-byte AF_XDP chunk holds (the chunk less XDP's
+// 256-byte headroom); larger ones get 4096-byte chunks.
+const maxFrame = bufSize - 256
+
+// vethNativeMaxMTU is the largest MTU at which veth runs a native XDP
+// program without multi-buffer support, as the switch's ports do (native
+// mode: see Open): a page (4 KiB) less XDP's 256-byte headroom, the skb's
+// shared info (320 bytes on x86-64) and the Ethernet header. Above it the
+// kernel refuses the attach with ERANGE.
+const vethNativeMaxMTU = 3506
 
 // Batch sizes of one receive and one transmit call.
 const (
@@ -69,8 +73,8 @@ func Open(cfg Config) (*Switch, error) {
 			return nil, fmt.Errorf("softswitch: port %s: %w", name, err)
 		}
 		switch {
-		case ifc.MTU+14 > maxJumboFrame:
-			return nil, fmt.Errorf("%w: port %s: MTU %d, at most %d (AF_XDP frames of 4096 bytes)", ErrConfig, name, ifc.MTU, maxJumboFrame-14)
+		case ifc.MTU > vethNativeMaxMTU:
+			return nil, fmt.Errorf("%w: port %s: MTU %d, at most %d (veth runs native XDP, which the switch attaches, only up to that without multi-buffer)", ErrConfig, name, ifc.MTU, vethNativeMaxMTU)
 		case ifc.MTU+14 > maxFrame:
 			frameSize, cfg.jumbo = jumboBufSize, true
 		}
