@@ -401,6 +401,7 @@ func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 		return net.ErrClosed
 	}
 	c.released, c.reuse = true, reuse
+	s.appConns.Add(-1)
 	c.wakeWaitersLocked()
 	// The clock is read only where a branch needs it: closing a
 	// connection that already ended (an RPC's, after its response and
@@ -582,6 +583,7 @@ func (l *Listener) Close() error {
 		l.queue[l.head] = nil
 		l.head = (l.head + 1) % len(l.queue)
 		c.released = true
+		s.appConns.Add(-1)
 		c.wakeWaitersLocked()
 		s.ep.Abort(c.h, now)
 		s.ep.Release(c.h)

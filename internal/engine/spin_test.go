@@ -115,3 +115,58 @@ func TestAdaptiveSpinnerYieldsSparingly(t *testing.T) {
 		t.Fatalf("%d yields in %v of spinning, want one per %v", w.yields, 5*time.Duration(yieldEvery), time.Duration(yieldEvery))
 	}
 }
+
+// A lone spinner whose waits are each shorter than yieldEvery (a loop of
+// short exchanges, its window starting again with every call) yields once
+// per yieldEvery across its calls when its stack has other connections,
+// whose goroutines may be waiting for its P; with one connection it never
+// does (for a goroutine locked to its thread a yield is a thread handoff).
+// Before, it never yielded either way: in `ndpperf rpc --conn persistent
+// --clients 8` the first client to run held its P for the runtime's forced
+// preemption (10 ms) while the other 7, readied onto that P, waited
+// (docs/latency.md).
+func TestLoneSpinnerYieldsAcrossCalls(t *testing.T) {
+	for _, tc := range []struct{ dial, close int }{{1, 0}, {2, 0}, {2, 1}} {
+		conns := tc.dial - tc.close
+		var now ndp.Time = 1
+		s, _, _, _ := memPair(t, PollBusy, func(c *Config) {
+			c.NoBackground = true
+			c.Clock = func() ndp.Time { return now }
+		})
+		var cs []*Conn
+		for range tc.dial {
+			c, err := s.Dial(context.Background(), ipB, 9, ndp.DialOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		for _, c := range cs[:tc.close] {
+			c.Close()
+		}
+		const step = ndp.Time(5 * time.Microsecond)
+		yields, calls := 0, 0
+		for now < 20*yieldEvery {
+			// One call: three polls 5 µs apart (a 15 µs wait), then 5 µs
+			// until the next call.
+			var w waitState
+			for range 3 {
+				if err := s.await(&w, nil, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+				now += step
+			}
+			s.endWait(&w)
+			now += step
+			yields += int(w.yields)
+			calls++
+		}
+		want := 0
+		if conns > 1 {
+			want = 20 // one per yieldEvery of the 20
+		}
+		if yields < want-1 || yields > want {
+			t.Errorf("%d connections open: %d yields in %d calls over %v, want %d", conns, yields, calls, time.Duration(20*yieldEvery), want)
+		}
+	}
+}

@@ -107,6 +107,8 @@ type Stack struct {
 	linkWaiter atomic.Bool  // held by the one goroutine allowed to sleep in Link.Wait
 	wakeups    atomic.Uint64
 	spin       atomic.Int64 // current adaptive spin window, in [cfg.Spin, cfg.MaxSpin] (adaptSpin)
+	yieldedAt  atomic.Int64 // when a waiter last yielded its P (await)
+	appConns   atomic.Int32 // Conns the application holds: made and not yet closed (written under mu)
 	bgKick     chan struct{}
 	done       chan struct{}
 	bgDone     chan struct{}
@@ -608,6 +610,7 @@ func (s *Stack) newConnLocked(h ndp.Handle, remote ndp.Addr, localPort uint16) *
 		c = &Conn{s: s, h: h, remote: remote, localPort: localPort}
 	}
 	s.conns[h.Slot()] = c
+	s.appConns.Add(1)
 	return c
 }
 
