@@ -41,6 +41,7 @@ type connState struct {
 	dialer   bool
 	inTable  bool // reachable through the connection table
 	closed   bool // finished (cleanly or not); EventClosed queued
+	closing  bool // finished cleanly, its close pending (Endpoint.closing)
 	released bool // application called Release
 	closeErr error
 

@@ -14,7 +14,8 @@
 //	when the pull pacer releases a pull for h: e.PullReleased(h, now)
 //	transmit:                       for { n, pushed := e.PollFrame(buf, now, tokens); if n == 0 { break } ... }
 //	timers:                         t, ok := e.NextTimer(); at t: e.HandleTimers(now)
-//	a poll that received nothing:   e.HandleIdle(now) (time-wait room for the next close; optional)
+//	a poll that received nothing:   e.HandleIdle(now) (time-wait room for the next close; optional:
+//	                                a host that calls it gets clean closes at its next timer check)
 //
 // Frames are Ethernet II / IPv4 / UDP / NDP header (see wire.go and
 // docs/wire.md). ParseFrame and BuildFrame never allocate; PollFrame builds

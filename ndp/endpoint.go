@@ -34,6 +34,14 @@ type Endpoint struct {
 	timers               timerHeap
 	dirty                []*conn // connections whose timer rearm marked (flushTimers)
 
+	// closing holds the connections whose clean close waits for the
+	// host's next timer check or idle call (checkDone, finishCloses);
+	// closingSince is when the first of them finished. deferCloses: the
+	// host calls HandleIdle, so it polls and checks its timers.
+	closing      []*conn
+	closingSince Time
+	deferCloses  bool
+
 	nextEphemeral uint16
 	now           Time  // latest time passed in by the caller
 	f             Frame // scratch for HandleFrame
@@ -94,6 +102,7 @@ func NewEndpoint(cfg Config) (*Endpoint, error) {
 		freeSlots:     make([]int32, 0, cfg.MaxConns),
 		pool:          make([]*conn, 0, cfg.MaxConns),
 		dirty:         make([]*conn, 0, cfg.MaxConns+1), // each conn object at most once (there are at most MaxConns)
+		closing:       make([]*conn, 0, cfg.MaxConns),   // active connections only
 		table:         newKeyTable(cfg.MaxConns + cfg.MaxTimeWait),
 		listening:     make([]uint64, 65536/64),
 		ctl:           ctlQueue{buf: make([]ctlFrame, cfg.ControlQueue)},
@@ -476,10 +485,17 @@ func (e *Endpoint) Release(h Handle) {
 }
 
 // closeConn finishes c: optional RESET to the peer, time-wait entry,
-// EventClosed, and freeing if already released.
+// EventClosed, and freeing if already released. A connection whose clean
+// close is pending (checkDone) closes cleanly whatever err says: it had
+// finished, as it would have been closed already without the deferral
+// (a RESET from the peer or an Abort then found it in time-wait).
 func (e *Endpoint) closeConn(c *conn, err error, now Time, reset bool, code ResetCode) {
 	if c.closed {
 		return
+	}
+	if c.closing {
+		e.dropClosing(c)
+		err, reset, code = nil, false, 0
 	}
 	c.closed, c.closeErr = true, err
 	kind := twClosed
@@ -506,10 +522,50 @@ func (e *Endpoint) closeConn(c *conn, err error, now Time, reset bool, code Rese
 	e.events.push(evEntry{kind: EventClosed, idx: c.idx, gen: c.gen})
 }
 
-// checkDone closes c cleanly once both directions are complete.
+// checkDone closes c cleanly once both directions are complete. For a
+// host that calls HandleIdle (the engine) the close waits, off the path
+// of the frame that completed c, for the host's next timer check
+// (NextTimer reports it due at once) or idle call: an RPC client's
+// response completes its connection inside the HandleFrame that its Read
+// waits for, and the close (the time-wait entry, the timer, EventClosed)
+// delayed that Read. Until then c is open and finished: a duplicate of
+// the peer's last packet finds it and is re-ACKed as its time-wait entry
+// would re-ACK it, and Release leaves it to finish.
 func (e *Endpoint) checkDone(c *conn, now Time) {
-	if !c.closed && c.snd.finQueued && c.snd.finAcked && c.snd.allAcked() && c.readDone() {
+	if c.closed || c.closing || !c.snd.finQueued || !c.snd.finAcked || !c.snd.allAcked() || !c.readDone() {
+		return
+	}
+	if !e.deferCloses {
 		e.closeConn(c, nil, now, false, 0)
+		return
+	}
+	if len(e.closing) == 0 {
+		e.closingSince = now
+	}
+	c.closing = true
+	e.closing = append(e.closing, c) // at most the active connections: no growth
+}
+
+// finishCloses closes the connections checkDone left closing.
+func (e *Endpoint) finishCloses(now Time) {
+	for n := len(e.closing); n > 0; n = len(e.closing) {
+		c := e.closing[n-1]
+		e.closing = e.closing[:n-1]
+		c.closing = false
+		e.closeConn(c, nil, now, false, 0)
+	}
+}
+
+// dropClosing takes c out of the closing list.
+func (e *Endpoint) dropClosing(c *conn) {
+	c.closing = false
+	for i, o := range e.closing {
+		if o == c {
+			last := len(e.closing) - 1
+			e.closing[i] = e.closing[last]
+			e.closing = e.closing[:last]
+			return
+		}
 	}
 }
 

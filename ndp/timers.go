@@ -9,7 +9,11 @@ func (e *Endpoint) NextTimer() (Time, bool) {
 	}
 	t, ok := e.tw.next()
 	if c, cok := e.timers.min(); cok && (!ok || c.timerAt < t) {
-		return c.timerAt, true
+		t, ok = c.timerAt, true
+	}
+	if len(e.closing) > 0 && (!ok || e.closingSince < t) {
+		// pending closes (checkDone): due at once
+		t, ok = e.closingSince, true
 	}
 	return t, ok
 }
@@ -18,6 +22,9 @@ func (e *Endpoint) NextTimer() (Time, bool) {
 // time-wait expiry due at now.
 func (e *Endpoint) HandleTimers(now Time) {
 	e.now = max(e.now, now)
+	if len(e.closing) > 0 {
+		e.finishCloses(now)
+	}
 	e.tw.expire(now)
 	for {
 		if len(e.dirty) > 0 {
@@ -47,11 +54,21 @@ const idleTrimBatch = 2
 //     A connection released after the last idle call lies on top, stale:
 //     a Dial or accept then takes the clean one under it (allocConn), so a
 //     client that closes and dials back to back never resets on its way.
+//   - Its first call tells the Endpoint that the host polls: from then on
+//     a connection that finishes cleanly is closed at the host's next timer
+//     check (NextTimer reports it due at once) or idle call, not inside the
+//     HandleFrame that finished it (checkDone); an idle call closes those
+//     still pending.
 //
-// Without HandleIdle calls (the simulator) both happen where they are
-// needed: time-wait evicts at close once full, and a stale pooled
-// connection is reset when it is taken.
+// Without HandleIdle calls (the simulator) all three happen where they are
+// needed: time-wait evicts at close once full, a stale pooled connection
+// is reset when it is taken, and a finished connection closes at once.
 func (e *Endpoint) HandleIdle(now Time) {
+	e.deferCloses = true
+	if len(e.closing) > 0 {
+		e.now = max(e.now, now)
+		e.finishCloses(e.now)
+	}
 	if keep := e.cfg.MaxTimeWait - e.cfg.MaxTimeWait/16; e.tw.n > keep {
 		e.now = max(e.now, now)
 		e.stats.TimeWaitEvicted += uint64(e.tw.trim(e.now, keep, idleTrimBatch))

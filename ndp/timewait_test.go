@@ -3,6 +3,7 @@ package ndp
 import (
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 	"time"
 )
@@ -282,5 +283,108 @@ func TestTimeWaitRefresh(t *testing.T) {
 	}
 	if _, ok := lookup(key(13)); ok {
 		t.Fatal("the oldest entry (key 13, after key 10 moved to the tail) was not the one evicted")
+	}
+}
+
+// closingRPC runs one request/response between endpoints that call
+// HandleIdle (as the engine does), up to the dialer's HandleFrame of the
+// response: the dialer's connection is then finished, its close pending.
+// It returns the dialer's handle and the response's frames.
+func closingRPC(t *testing.T, a, b *Endpoint, now Time) (Handle, []rec) {
+	t.Helper()
+	a.HandleIdle(now)
+	b.HandleIdle(now)
+	h, err := a.Dial(addrOf(b, 80), DialOptions{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Write(h, []byte("request"), now)
+	a.CloseWrite(h, now)
+	deliver(t, b, now, poll(t, a, now, true)...)
+	ev, ok := findEvent(events(b), EventAccepted)
+	if !ok {
+		t.Fatal("request not accepted")
+	}
+	b.Write(ev.Handle, []byte("response"), now)
+	b.CloseWrite(ev.Handle, now)
+	resp := poll(t, b, now, true)
+	deliver(t, a, now, resp...)
+	return h, resp
+}
+
+// A host that calls HandleIdle gets a clean close after the frame that
+// finished the connection, at its next timer check (NextTimer reports it
+// due at once) or idle call, not inside that frame's HandleFrame. Until
+// then the connection answers as its time-wait entry would: a duplicate of
+// the response is re-ACKed, an Abort sends no RESET, a Release waits for
+// the close; then the time-wait entry takes over.
+func TestTimeWaitCloseWaitsForTimerCheck(t *testing.T) {
+	a, b := mkEP(t, ipA, nil), mkEP(t, ipB, nil)
+	if err := b.Listen(80); err != nil {
+		t.Fatal(err)
+	}
+	now := Time(time.Millisecond)
+	h, resp := closingRPC(t, a, b, now)
+	buf := make([]byte, 64)
+	if n, err := a.Read(h, buf); n != len("response") || err != nil {
+		t.Fatalf("read %d, %v", n, err)
+	}
+	if _, err := a.Read(h, buf); err != io.EOF {
+		t.Fatalf("read at the end: %v", err)
+	}
+	if st := a.Stats(); st.ConnsClosed != 0 || st.TimeWaitActive != 0 {
+		t.Fatalf("closed inside HandleFrame: %+v", st)
+	}
+	if _, ok := findEvent(events(a), EventClosed); ok {
+		t.Fatal("EventClosed before the timer check")
+	}
+	if at, ok := a.NextTimer(); !ok || at > now {
+		t.Fatalf("pending close not due: %v %v", at, ok)
+	}
+	poll(t, a, now, true) // the response's ACK
+	deliver(t, a, now, ofType(resp, TypeData)...)
+	if acks := ofType(poll(t, a, now, true), TypeAck); len(acks) == 0 {
+		t.Fatal("a duplicate of the response was not re-ACKed while closing")
+	}
+	a.Release(h)
+	if st := a.Stats(); st.ConnsActive != 1 {
+		t.Fatalf("released before its close: %+v", st)
+	}
+	a.HandleTimers(now + us)
+	if st := a.Stats(); st.ConnsClosed != 1 || st.TimeWaitActive != 1 || st.ConnsActive != 0 {
+		t.Fatalf("after the timer check: %+v", st)
+	}
+	if _, ok := a.NextTimer(); ok {
+		if at, _ := a.NextTimer(); at <= now+us {
+			t.Fatalf("close still due at %v", at)
+		}
+	}
+	if err := a.HandleFrame(ofType(resp, TypeData)[0].b, now+2*us); !errors.Is(err, ErrTimeWait) {
+		t.Fatalf("duplicate after the close: %v", err)
+	}
+	if acks := ofType(poll(t, a, now+2*us, true), TypeAck); len(acks) != 1 {
+		t.Fatalf("time-wait did not re-ACK: %d", len(acks))
+	}
+
+	// Abort while closing: the close stands clean (no RESET, and the
+	// entry re-ACKs), as it did when the close came inside HandleFrame.
+	now += Time(time.Millisecond)
+	h2, resp2 := closingRPC(t, a, b, now)
+	poll(t, a, now, true)
+	a.Abort(h2, now)
+	if rs := ofType(poll(t, a, now, true), TypeReset); len(rs) != 0 {
+		t.Fatal("Abort of a finished connection sent a RESET")
+	}
+	if ev, ok := findEvent(events(a), EventClosed); !ok || ev.Err != nil {
+		t.Fatalf("EventClosed %v with %v", ok, ev.Err)
+	}
+	a.HandleIdle(now) // nothing left pending
+	deliver(t, a, now, ofType(resp2, TypeData)...)
+	out := poll(t, a, now, true)
+	if len(ofType(out, TypeAck)) != 1 || len(ofType(out, TypeReset)) != 0 {
+		t.Fatalf("time-wait after Abort answered %+v", out)
+	}
+	if len(a.closing) != 0 {
+		t.Fatalf("%d closes left pending", len(a.closing))
 	}
 }
