@@ -58,6 +58,15 @@ type backend interface {
 	close() error
 }
 
+// dialWriter is a backend that dials and queues the first bytes of a
+// message in one call (embedded: engine.Stack.DialWrite, one lock section
+// and one clock reading instead of two each): n bytes of p were taken, and
+// with closeWrite and n == len(p) the FIN too. It does not block: the rest
+// of p is the caller's to write. A nil backendConn means the dial failed.
+type dialWriter interface {
+	dialWrite(ctx context.Context, ip netip.Addr, port uint16, o dialOptions, p []byte, closeWrite bool) (backendConn, int, error)
+}
+
 // backendConn is one connection of a backend.
 type backendConn interface {
 	// read blocks until bytes are buffered; with atLeast > 1 a backend

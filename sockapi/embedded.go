@@ -28,6 +28,16 @@ func (e *embedded) dial(ctx context.Context, ip netip.Addr, port uint16, o dialO
 	return embeddedConn{c}, nil
 }
 
+func (e *embedded) dialWrite(ctx context.Context, ip netip.Addr, port uint16, o dialOptions, p []byte, closeWrite bool) (backendConn, int, error) {
+	c, n, err := e.s.DialWrite(ctx, ip.As4(), port, ndp.DialOptions{
+		Size: o.size, Deadline: ndp.Time(o.deadline), Priority: o.priority, Paced: o.paced,
+	}, p, closeWrite)
+	if c == nil {
+		return nil, 0, err
+	}
+	return embeddedConn{c}, n, err
+}
+
 func (e *embedded) listen(port uint16, backlog int) (backendListener, error) {
 	l, err := e.s.Listen(port, backlog)
 	if err != nil {

@@ -37,14 +37,22 @@ func (s *Stack) Call(ctx context.Context, addr string, req []byte, opts ...DialO
 // deadline (and no options), an embedded stack's CallInto allocates nothing
 // in steady state.
 func (s *Stack) CallInto(ctx context.Context, addr Addr, req, resp []byte, opts ...DialOption) (int, error) {
-	bc, err := s.dialBackend(ctx, addr, opts)
-	if err != nil {
+	// The request is queued with the dial (dialWriter) unless ctx has
+	// already ended: then the write below fails on ctx's deadline as it
+	// always did.
+	bc, sent, err := s.dialBackend(ctx, addr, opts, req, ctx.Err() == nil)
+	if bc == nil {
 		return 0, err
 	}
 	c := s.callConn(bc)
 	stop := bindContext(ctx, c)
 	n := 0
-	_, err = c.WriteAndClose(req)
+	switch {
+	case err != nil:
+		err = c.opErr("write", err)
+	case sent < len(req): // the rest, or all of it (sent -1), and the FIN
+		_, err = c.WriteAndClose(req[max(sent, 0):])
+	}
 	if err == nil {
 		n, err = readMessage(c, resp)
 	}

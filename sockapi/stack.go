@@ -54,7 +54,7 @@ func (s *Stack) Dial(ctx context.Context, addr string, opts ...DialOption) (*Con
 
 // DialAddr is Dial with a parsed address.
 func (s *Stack) DialAddr(ctx context.Context, a Addr, opts ...DialOption) (*Conn, error) {
-	bc, err := s.dialBackend(ctx, a, opts)
+	bc, _, err := s.dialBackend(ctx, a, opts, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +94,13 @@ func (s *Stack) putCallConn(c *Conn) {
 }
 
 // dialBackend is DialAddr without the Conn.
-func (s *Stack) dialBackend(ctx context.Context, a Addr, opts []DialOption) (backendConn, error) {
+//
+// With withFirst (CallInto's request in first) a backend that can (dialWriter)
+// also queues first's bytes, and its FIN once they all fit, in the same
+// call: sent is how many it took (the rest and the FIN are the caller's
+// to write), or -1 when it took none because it cannot. An error with a
+// connection is the write's, unwrapped; without one, the dial's.
+func (s *Stack) dialBackend(ctx context.Context, a Addr, opts []DialOption, first []byte, withFirst bool) (bc backendConn, sent int, err error) {
 	o := applyDialOptions(opts)
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
@@ -107,11 +113,14 @@ func (s *Stack) dialBackend(ctx context.Context, a Addr, opts []DialOption) (bac
 			o.deadline = 1
 		}
 	}
-	bc, err := s.b.dial(ctx, a.IP, a.Port, o)
-	if err != nil {
-		return nil, &net.OpError{Op: "dial", Net: "ndp", Source: Addr{IP: s.addr}, Addr: a, Err: err}
+	if dw, ok := s.b.(dialWriter); ok && withFirst {
+		if bc, sent, err = dw.dialWrite(ctx, a.IP, a.Port, o, first, true); bc != nil {
+			return bc, sent, err
+		}
+	} else if bc, err = s.b.dial(ctx, a.IP, a.Port, o); err == nil {
+		return bc, -1, nil
 	}
-	return bc, nil
+	return nil, 0, &net.OpError{Op: "dial", Net: "ndp", Source: Addr{IP: s.addr}, Addr: a, Err: err}
 }
 
 // Listen accepts connections on NDP port port.

@@ -287,3 +287,49 @@ func TestMemManyConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// DialWrite queues what fits of its message with the dial, and the FIN only
+// when all of it fit: an empty message is a FIN alone, one larger than the
+// send buffer leaves the rest (and the FIN) to Write. The echo server reads
+// each message to its end and answers it whole.
+func TestMemDialWrite(t *testing.T) {
+	const sendBuf = 64 << 10
+	a, b, _, _ := memPair(t, PollBusy, func(c *Config) { c.Endpoint.SendBuffer = sendBuf })
+	l, err := b.Listen(7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoServer(t, l)
+	for _, size := range []int{0, 1, 1000, sendBuf + 12345} {
+		req := bytes.Repeat([]byte{byte(size)}, size)
+		c, n, err := a.DialWrite(context.Background(), ipB, 7, ndp.DialOptions{}, req, true)
+		if err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		if want := min(size, sendBuf); n != want {
+			t.Fatalf("%d bytes: DialWrite took %d, want %d", size, n, want)
+		}
+		if n < size {
+			if _, err := c.Write(req[n:], true, nil); err != nil {
+				t.Fatalf("%d bytes: the rest: %v", size, err)
+			}
+		}
+		resp, err := readAll(c)
+		c.Close()
+		if err != nil || !bytes.Equal(resp, req) {
+			t.Fatalf("%d bytes: echo of %d bytes (%v)", size, len(resp), err)
+		}
+	}
+	// Without closeWrite the connection stays open for more.
+	c, n, err := a.DialWrite(context.Background(), ipB, 7, ndp.DialOptions{}, []byte("ab"), false)
+	if err != nil || n != 2 {
+		t.Fatalf("DialWrite without FIN: %d, %v", n, err)
+	}
+	if _, err := c.Write([]byte("cd"), true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := readAll(c); err != nil || string(resp) != "abcd" {
+		t.Fatalf("echo %q, %v", resp, err)
+	}
+	c.Close()
+}
