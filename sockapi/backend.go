@@ -67,6 +67,14 @@ type dialWriter interface {
 	dialWrite(ctx context.Context, ip netip.Addr, port uint16, o dialOptions, p []byte, closeWrite bool) (backendConn, int, error)
 }
 
+// soonCloser is a backendConn that can release a conn whose stream was
+// read to its end (CallInto's, after its response) off the caller's path
+// (embedded: engine.Conn.CloseAndReuseSoon, released by the stack's next
+// idle poll).
+type soonCloser interface {
+	closeReuseSoon()
+}
+
 // backendConn is one connection of a backend.
 type backendConn interface {
 	// read blocks until bytes are buffered; with atLeast > 1 a backend

@@ -71,6 +71,7 @@ func (c embeddedConn) closeWrite() error { return c.c.CloseWrite() }
 func (c embeddedConn) close() error      { return c.c.Close() }
 func (c embeddedConn) abort() error      { return c.c.Abort() }
 func (c embeddedConn) closeReuse() error { return c.c.CloseAndReuse() }
+func (c embeddedConn) closeReuseSoon()   { c.c.CloseAndReuseSoon() }
 func (c embeddedConn) abortTooLarge() error {
 	return c.c.AbortCode(ndp.ResetTooLarge)
 }

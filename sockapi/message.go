@@ -57,7 +57,11 @@ func (s *Stack) CallInto(ctx context.Context, addr Addr, req, resp []byte, opts 
 		n, err = readMessage(c, resp)
 	}
 	if stop() {
-		c.b.closeReuse()
+		if sc, ok := c.b.(soonCloser); ok && err == nil {
+			sc.closeReuseSoon() // the response ended its stream
+		} else {
+			c.b.closeReuse()
+		}
 		s.putCallConn(c)
 	} else {
 		c.Close() // the cancellation hook may still be running on c

@@ -393,6 +393,35 @@ func (c *Conn) CloseAndReuse() error {
 	return c.close(false, ndp.ResetAbort, true)
 }
 
+// CloseAndReuseSoon is CloseAndReuse for a Conn whose stream the caller
+// read to its end (a read returned io.EOF), off the caller's path: the
+// release (the stack's lock, the endpoint's Release, the Conn's reset)
+// waits for the stack's next poll that receives nothing, which an RPC
+// client reaches after its next request's kick, while it waits for the
+// response (CloseAndReuse there took 0.1-0.15 µs of the client's time
+// between a response and its next request). One Conn a stack waits so: a
+// second call releases the first at once. A Conn whose stream had not
+// ended is reset when it is released, as Close does with unread data.
+func (c *Conn) CloseAndReuseSoon() {
+	c.s.appConns.Add(-1) // the application no longer holds it (await's yield rule)
+	if old := c.s.lateClose.Swap(c); old != nil {
+		s := old.s
+		s.mu.Lock()
+		old.releaseSoonLocked()
+		s.afterCallUnlock(s.clock()) // a RESET, if its stream had not ended
+	}
+}
+
+// releaseSoonLocked releases a CloseAndReuseSoon Conn.
+func (c *Conn) releaseSoonLocked() {
+	if c.released || c.stackClosed {
+		return
+	}
+	c.released, c.reuse = true, true
+	c.wakeWaitersLocked()
+	c.s.releaseLocked(c)
+}
+
 func (c *Conn) close(abort bool, code ndp.ResetCode, reuse bool) error {
 	s := c.s
 	s.mu.Lock()

@@ -333,3 +333,114 @@ func TestMemDialWrite(t *testing.T) {
 	}
 	c.Close()
 }
+
+// CloseAndReuseSoon leaves the release to the stack's next poll that
+// receives nothing: the application's count drops at once, the endpoint's
+// connection stays until that poll, then the Conn is reused by the next
+// Dial. A second call releases the first at once; a Conn whose stream had
+// not ended is reset when released, as Close does with unread data.
+func TestMemCloseAndReuseSoon(t *testing.T) {
+	// a polls only in its calls and Poll: no background poller releases
+	// the Conn behind the test's back.
+	a, b, _, _ := memPair(t, PollBusy, func(c *Config) { c.NoBackground = c.Endpoint.LocalIP == ipA })
+	l, err := b.Listen(7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoServer(t, l)
+	active := func() int { return a.Stats().Endpoint.ConnsActive }
+	c, err := call1(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseAndReuseSoon()
+	if n := a.appConns.Load(); n != 0 {
+		t.Fatalf("the application still holds %d Conns", n)
+	}
+	if a.lateClose.Load() != c {
+		t.Fatal("released on the caller's path")
+	}
+	for i := 0; i < 100 && a.lateClose.Load() != nil; i++ {
+		a.Poll()
+	}
+	if a.lateClose.Load() != nil || active() != 0 {
+		t.Fatalf("not released by the idle poll: %d connections", active())
+	}
+	c2, err := a.Dial(context.Background(), ipB, 7, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2 != c {
+		t.Fatal("the released Conn was not reused")
+	}
+	c2.Close()
+
+	// Two in a row: the second call releases the first at once (and its
+	// poll may release the second).
+	c, _ = call1(a)
+	d, _ := call1(a)
+	c.CloseAndReuseSoon()
+	d.CloseAndReuseSoon()
+	if c.s != nil { // released: reset for reuse
+		t.Fatal("the first was not released by the second call")
+	}
+	for i := 0; i < 100 && a.lateClose.Load() != nil; i++ {
+		a.Poll()
+	}
+	if d.s != nil || active() != 0 {
+		t.Fatalf("the second not released: %d connections", active())
+	}
+
+	// A stream not read to its end is reset.
+	sc := make(chan *Conn, 1)
+	l2, err := b.Listen(8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s, err := l2.Accept(nil)
+		if err == nil {
+			s.Write([]byte("unread"), false, nil)
+		}
+		sc <- s
+	}()
+	e, err := a.Dial(context.Background(), ipB, 8, ndp.DialOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Write([]byte("x"), false, nil)
+	srv := <-sc
+	if srv == nil {
+		t.Fatal("not accepted")
+	}
+	buf := make([]byte, 1)
+	if _, err := e.Read(buf, nil); err != nil { // part of the peer's stream only
+		t.Fatal(err)
+	}
+	e.CloseAndReuseSoon()
+	for i := 0; i < 100 && a.lateClose.Load() != nil; i++ {
+		a.Poll()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := srv.Read(buf, nil); errors.Is(err, ndp.ErrConnReset) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("peer of a released unfinished stream: %v", err)
+		}
+	}
+	srv.Close()
+}
+
+// call1 runs one request and reads the echo to its end; the Conn is the
+// caller's to close.
+func call1(s *Stack) (*Conn, error) {
+	c, _, err := s.DialWrite(context.Background(), ipB, 7, ndp.DialOptions{}, []byte("ping"), true)
+	if err != nil {
+		return nil, err
+	}
+	if resp, err := readAll(c); err != nil || string(resp) != "ping" {
+		return nil, fmt.Errorf("echo %q, %v", resp, err)
+	}
+	return c, nil
+}

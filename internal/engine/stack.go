@@ -106,9 +106,10 @@ type Stack struct {
 	sleeping   atomic.Bool  // a goroutine is (about to be) in Link.Wait
 	linkWaiter atomic.Bool  // held by the one goroutine allowed to sleep in Link.Wait
 	wakeups    atomic.Uint64
-	spin       atomic.Int64 // current adaptive spin window, in [cfg.Spin, cfg.MaxSpin] (adaptSpin)
-	yieldedAt  atomic.Int64 // when a waiter last yielded its P (await)
-	appConns   atomic.Int32 // Conns the application holds: made and not yet closed (written under mu)
+	spin       atomic.Int64         // current adaptive spin window, in [cfg.Spin, cfg.MaxSpin] (adaptSpin)
+	yieldedAt  atomic.Int64         // when a waiter last yielded its P (await)
+	appConns   atomic.Int32         // Conns the application holds: made and not yet closed (written under mu, or by CloseAndReuseSoon)
+	lateClose  atomic.Pointer[Conn] // a CloseAndReuseSoon Conn, released by the next poll that receives nothing
 	bgKick     chan struct{}
 	done       chan struct{}
 	bgDone     chan struct{}
@@ -340,8 +341,12 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 		}
 	} else {
 		// Nothing arrived: the endpoint's deferrable work (time-wait
-		// room for the next close) costs no frame its answer.
+		// room for the next close) costs no frame its answer, nor does
+		// the release of a Conn closed with CloseAndReuseSoon.
 		s.ep.HandleIdle(now)
+		if c := s.lateClose.Load(); c != nil && s.lateClose.CompareAndSwap(c, nil) {
+			c.releaseSoonLocked()
+		}
 	}
 	released := 0
 	if t, ok := s.pulls.NextAt(); ok && t <= now {
