@@ -48,6 +48,17 @@ func (d *deadline) set(t time.Time) {
 	}
 }
 
+// clear is set(time.Time{}) for a deadline that nothing can set
+// meanwhile (a Conn going back to the free list: putCallConn). Without a
+// timer and with its channel open, the common case of a connection no
+// deadline was set on, it has nothing to undo and takes no lock.
+func (d *deadline) clear() {
+	if d.timer == nil && !isClosedChan(d.cancel) {
+		return
+	}
+	d.set(time.Time{})
+}
+
 // wait returns the channel blocking calls select on, closed once the
 // deadline passes.
 func (d *deadline) wait() chan struct{} {

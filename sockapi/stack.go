@@ -83,8 +83,8 @@ func (s *Stack) callConn(bc backendConn) *Conn {
 // putCallConn returns c, closed and with no deadline hook left, to the
 // free list.
 func (s *Stack) putCallConn(c *Conn) {
-	c.rd.set(time.Time{}) // stops a deadline's timer
-	c.wd.set(time.Time{})
+	c.rd.clear() // stops a deadline's timer
+	c.wd.clear()
 	c.b = nil
 	s.mu.Lock()
 	if len(s.callConns) < maxCallConns {
