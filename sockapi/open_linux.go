@@ -27,7 +27,7 @@ func Open(cfg Config) (*Stack, error) {
 		cfg.Address = ip
 	}
 	link, err := engine.OpenXDP(engine.XDPConfig{Interface: cfg.Interface, Queue: cfg.Queue, UDPPort: cfg.UDPPort,
-		RuntimeWait: cfg.Spin < 0, Logger: cfg.Logger})
+		MTU: cfg.MTU, RuntimeWait: cfg.Spin < 0, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -131,7 +131,7 @@ func serve(c *Config, logOut io.Writer) error {
 	// UMEM; the capture, written by one stack at a time, records the first
 	// queue's frames.
 	sts, trs, err := daemon.OpenXDPStacks(engine.XDPConfig{
-		Interface: c.Interface, UDPPort: c.NDPPort,
+		Interface: c.Interface, UDPPort: c.NDPPort, MTU: c.MTU,
 		Bind: bindMode(c.Bind), Attach: attachMode(c.Attach), Logger: log,
 	}, c.Queues, engine.Config{
 		Endpoint: ndp.Config{LocalIP: addr.As4(), UDPPort: c.NDPPort, MTU: c.MTU, IW: c.IW, UserTimeout: time.Duration(c.UserTimeout),

@@ -13,31 +13,35 @@ import (
 // An interface MTU above what a 2 KB UMEM frame holds gets 4 KB frames and
 // packets as large as the interface allows: up to the 4 KB frame (MTU
 // 3826) in one frame, above it as multi-buffer chains of frames (MTU 9000:
-// 9014-byte frames over three), or capped at one frame with SingleBuffer.
-// Fewer packets per byte; data crosses intact at each size.
+// 9014-byte frames over three). XDPConfig.MTU below the interface's sets
+// the stack's MTU and the frames: at 3826 and below one frame per packet,
+// no multi-buffer. Fewer packets per byte; data crosses intact at each size.
 func TestXDPJumboMTU(t *testing.T) {
 	for _, tc := range []struct {
-		ifMTU, wantMTU int
-		single         bool
-		batch          int // Config.Batch; 1: a receive batch smaller than a chain
+		ifMTU, mtu, wantMTU int // mtu: XDPConfig.MTU
+		batch               int // Config.Batch; 1: a receive batch smaller than a chain
 	}{
-		{1500, 1500, false, 0},
-		{3800, 3800, false, 0},
-		{9000, 9000, false, 0},
-		{9000, 9000, false, 1},
-		{9000, 4096 - xdpHeadroom - 14, true, 0}, // capped by the frame
+		{1500, 0, 1500, 0},
+		{3800, 0, 3800, 0},
+		{9000, 0, 9000, 0},
+		{9000, 0, 9000, 1},
+		{9000, 4096 - xdpHeadroom - 14, 3826, 0}, // what one frame holds
+		{9000, 1500, 1500, 0},
 	} {
-		t.Run(fmt.Sprintf("%d/single=%v/batch=%d", tc.ifMTU, tc.single, tc.batch), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%d/mtu=%d/batch=%d", tc.ifMTU, tc.mtu, tc.batch), func(t *testing.T) {
 			tb := testbed.NewT(t)
 			p, err := tb.NewPair(testbed.VethConfig{MTU: tc.ifMTU})
 			if err != nil {
 				t.Fatal(err)
 			}
 			mode := func(c *Config) { c.Mode, c.Batch = PollAdaptive, tc.batch }
-			a := openXDPStackLink(t, p.A, XDPConfig{Interface: p.Veth.A.Name, SingleBuffer: tc.single}, p.Veth.A, mode, 1)
-			b := openXDPStackLink(t, p.B, XDPConfig{Interface: p.Veth.B.Name, SingleBuffer: tc.single}, p.Veth.B, mode, 2)
+			a := openXDPStackLink(t, p.A, XDPConfig{Interface: p.Veth.A.Name, MTU: tc.mtu}, p.Veth.A, mode, 1)
+			b := openXDPStackLink(t, p.B, XDPConfig{Interface: p.Veth.B.Name, MTU: tc.mtu}, p.Veth.B, mode, 2)
 			if got := a.Config().Endpoint.MTU; got != tc.wantMTU {
 				t.Fatalf("stack MTU %d, want %d", got, tc.wantMTU)
+			}
+			if mb := a.cfg.Link.(*XDPLink).Port().Info().MultiBuffer; mb != (tc.wantMTU > 3826) {
+				t.Fatalf("multi-buffer %v at MTU %d", mb, tc.wantMTU)
 			}
 			l, err := b.Listen(9, 0)
 			if err != nil {

@@ -31,21 +31,25 @@ type XDPConfig struct {
 	Attach afxdp.AttachMode
 	// RingSize is the size of each AF_XDP ring. Zero means 2048.
 	RingSize int
+	// MTU is the largest IPv4 packet the link carries: the stack's MTU
+	// (engine.Config's Endpoint.MTU, when zero, takes it from the link).
+	// Zero means the interface MTU; more than the interface MTU is an
+	// error. The frames follow it (FrameSize). Above 3826 the link is
+	// multi-buffer, and in AF_XDP copy mode that costs every packet, a
+	// one-frame one too, about 1 µs more per crossing (docs/datapath.md,
+	// "Jumbo frames"): a stack whose packets fit one frame sets MTU 3826
+	// or less on a jumbo interface. Where the kernel refuses multi-buffer
+	// (before Linux 6.6) the link keeps one frame per packet, its MTU
+	// capped at 3826, and logs why.
+	MTU int
 	// FrameSize is the UMEM frame size, 2048 or 4096. Zero chooses from
-	// the interface MTU: 2048 while a full-MTU frame fits (MTU up to 1778),
-	// else 4096, which carries frames up to 3840 bytes (MTU 3826; the
-	// kernel's AF_XDP frames are at most a page, and the XDP headroom
-	// takes 256 bytes). Above that the link is multi-buffer (AF_XDP
-	// XDP_USE_SG, afxdp.Config.MultiBuffer): a frame crosses as a chain
-	// of UMEM frames and the stack's MTU is the interface's (up to 9000,
-	// the interface's limit on veth).
+	// the MTU: 2048 while a full-MTU frame fits (MTU up to 1778), else
+	// 4096, which carries frames up to 3840 bytes (MTU 3826; the kernel's
+	// AF_XDP frames are at most a page, and the XDP headroom takes 256
+	// bytes). Above that the link is multi-buffer (AF_XDP XDP_USE_SG,
+	// afxdp.Config.MultiBuffer): a frame crosses as a chain of UMEM frames
+	// (up to MTU 9000, the interface's limit on veth).
 	FrameSize int
-	// SingleBuffer keeps one UMEM frame per packet when the interface MTU
-	// needs more: the stack's MTU is then capped at what one frame holds
-	// (3826). The zero value uses multi-buffer where the MTU needs it and
-	// falls back to this when the kernel refuses it (before Linux 6.6),
-	// logging why.
-	SingleBuffer bool
 	// RuntimeWait makes Wait park the goroutine in the Go runtime's
 	// netpoller (as a kernel socket's Read does) instead of blocking its
 	// thread in ppoll. A thread blocked in ppoll keeps its P until the
@@ -141,10 +145,16 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 	if len(ifc.HardwareAddr) != 6 {
 		return nil, fmt.Errorf("engine: interface %q has no Ethernet address", cfg.Interface)
 	}
+	switch {
+	case cfg.MTU == 0:
+		cfg.MTU = ifc.MTU
+	case cfg.MTU < 0 || cfg.MTU > ifc.MTU:
+		return nil, fmt.Errorf("engine: MTU %d: want at most %s's MTU %d", cfg.MTU, cfg.Interface, ifc.MTU)
+	}
 	frameSize := cfg.FrameSize
 	if frameSize == 0 {
 		frameSize = 2048
-		if ifc.MTU+14 > 2048-xdpHeadroom {
+		if cfg.MTU+14 > 2048-xdpHeadroom {
 			frameSize = 4096
 		}
 	}
@@ -152,13 +162,13 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 		Interface: cfg.Interface, Queues: queues, UDPPort: cfg.UDPPort,
 		Bind: cfg.Bind, Attach: cfg.Attach, RingSize: cfg.RingSize, Logger: cfg.Logger,
 		FrameSize:   frameSize,
-		MultiBuffer: !cfg.SingleBuffer && ifc.MTU+14 > frameSize-xdpHeadroom,
+		MultiBuffer: cfg.MTU+14 > frameSize-xdpHeadroom,
 	}
 	ports, err := afxdp.OpenEach(ac)
 	if err != nil && ac.MultiBuffer {
 		if cfg.Logger != nil {
 			cfg.Logger.Warn("engine: AF_XDP multi-buffer refused; one frame per packet, MTU capped",
-				zap.String("iface", cfg.Interface), zap.Int("mtu", ifc.MTU), zap.Error(err))
+				zap.String("iface", cfg.Interface), zap.Int("mtu", cfg.MTU), zap.Error(err))
 		}
 		ac.MultiBuffer = false
 		ports, err = afxdp.OpenEach(ac)
@@ -194,7 +204,7 @@ func newXDPLink(p *afxdp.Port, ifc *net.Interface, cfg XDPConfig) (*XDPLink, err
 	l := &XDPLink{
 		port: p, q: p.Queues()[0], umem: u,
 		mac: [6]byte(ifc.HardwareAddr), ifindex: ifc.Index, name: ifc.Name,
-		frameCap: min(ifc.MTU+14, u.FrameSize()-xdpHeadroom-u.Headroom()),
+		frameCap: min(cfg.MTU+14, u.FrameSize()-xdpHeadroom-u.Headroom()),
 		ringSize: ringSize,
 		efd:      -1,
 		rx:       make([]afxdp.Desc, 1024),
@@ -202,7 +212,7 @@ func newXDPLink(p *afxdp.Port, ifc *net.Interface, cfg XDPConfig) (*XDPLink, err
 		spare:    make([]afxdp.Desc, 0, 1024),
 	}
 	if p.Info().MultiBuffer {
-		l.frameCap = ifc.MTU + 14
+		l.frameCap = cfg.MTU + 14
 		l.rxChain = (l.frameCap + u.FrameSize() - xdpHeadroom - u.Headroom() - 1) / (u.FrameSize() - xdpHeadroom - u.Headroom())
 		l.txChain = (l.frameCap + u.FrameSize() - u.Headroom() - 1) / (u.FrameSize() - u.Headroom())
 		l.txOut = make([]afxdp.Desc, 0, len(l.tx))
