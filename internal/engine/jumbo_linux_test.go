@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -86,6 +87,25 @@ func TestXDPJumboMTU(t *testing.T) {
 			}
 			t.Logf("interface MTU %d: stack MTU %d, %d DATA packets, %d retransmitted", tc.ifMTU, tc.wantMTU, st.DataOut, st.Retransmits)
 		})
+	}
+}
+
+// An XDPConfig.MTU above the interface's is a configuration error.
+func TestXDPMTUAboveInterface(t *testing.T) {
+	tb := testbed.NewT(t)
+	p, err := tb.NewPair(testbed.VethConfig{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.A.Do(func() error {
+		l, err := OpenXDP(XDPConfig{Interface: p.Veth.A.Name, MTU: 1501})
+		if err == nil {
+			l.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("MTU 1501 on an MTU 1500 interface: %v, want ErrInvalidConfig", err)
 	}
 }
 

@@ -149,7 +149,7 @@ func OpenXDPEach(cfg XDPConfig, queues []int) ([]*XDPLink, error) {
 	case cfg.MTU == 0:
 		cfg.MTU = ifc.MTU
 	case cfg.MTU < 0 || cfg.MTU > ifc.MTU:
-		return nil, fmt.Errorf("engine: MTU %d: want at most %s's MTU %d", cfg.MTU, cfg.Interface, ifc.MTU)
+		return nil, fmt.Errorf("%w: MTU %d: want at most %s's MTU %d", ErrInvalidConfig, cfg.MTU, cfg.Interface, ifc.MTU)
 	}
 	frameSize := cfg.FrameSize
 	if frameSize == 0 {
