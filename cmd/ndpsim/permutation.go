@@ -22,7 +22,7 @@ func runPermutation(args []string) error {
 	}
 	if *plotFile != "" {
 		if err := chart.CheckName(*plotFile); err != nil {
-			return err
+			return fmt.Errorf("--plot: %w", err)
 		}
 	}
 	stop, err := c.prof.start()

@@ -50,7 +50,7 @@ func runReproduce(args []string) error {
 	}
 	if *plotFile != "" {
 		if err := chart.CheckName(*plotFile); err != nil {
-			return err
+			return fmt.Errorf("--plot: %w", err)
 		}
 	}
 	stop, err := prof.start()
