@@ -53,6 +53,8 @@ type Endpoint struct {
 	unpulledMixed bool   // they were not all one connection's first-RTT packets
 
 	seeds rttSeeds // endpoint-level RTT estimates that seed new connections (rtt.go)
+
+	hostStall lateMemory // the host's own stalls (NoteStall): every RTO is at least twice the longest
 }
 
 // TakePullShortfall returns, and resets, how many bytes the DATA packets that peers

@@ -60,6 +60,18 @@ import (
 // one spurious RTO covers a host's other connections too (8 persistent
 // connections to one server fired once per connection per spike before).
 //
+// Host stalls. The host itself is held off the CPU the same way, and tells
+// the endpoint (NoteStall: the engine's spinning waiters see the gap between
+// two of their polls). A stall of RTO/4 or more is remembered like a late
+// peer, for every connection at once: the RTO is at least twice the longest,
+// halved every lateHalfLife. The reasons: a host that was not running found
+// its peers' answers missing for the same span, and on a VM the vCPUs stall
+// together, so its peers, on the same host or on machines like it, stall as
+// long; and a stack whose own frames left late, or that checks its timers
+// late, would otherwise declare them lost before the peer could answer. A
+// loss is then found up to twice the host's longest recent stall after the
+// send, on a host where a stall that long recurs anyway.
+//
 // Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
 // timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.
 // The doubling is undone only by a valid sample (Karn: with every packet timing
@@ -93,14 +105,19 @@ const (
 
 // rttEstimator is one SRTT/RTTVAR estimate (see the top of this file).
 type rttEstimator struct {
-	srtt    Time
-	mdev    Time // mean deviation, gain 1/4
-	mdevMax Time // largest mdev this round
-	rttvar  Time // max(mdev) over recent rounds, decaying by 1/4 per round
-	roundAt Time // start of the current round
-	late    Time // largest sample that proved an RTO spurious, halved every lateHalfLife
-	lateAt  Time // when late was last set or halved
-	valid   bool // holds an estimate (sampled or seeded)
+	srtt       Time
+	mdev       Time // mean deviation, gain 1/4
+	mdevMax    Time // largest mdev this round
+	rttvar     Time // max(mdev) over recent rounds, decaying by 1/4 per round
+	roundAt    Time // start of the current round
+	lateMemory      // the largest sample that proved an RTO spurious
+	valid      bool // holds an estimate (sampled or seeded)
+}
+
+// lateMemory remembers the largest delay noted, halved every lateHalfLife.
+type lateMemory struct {
+	late   Time
+	lateAt Time // when late was last set or halved
 }
 
 // lateHalfLife is how fast the memory of a late peer (rttEstimator.late)
@@ -108,9 +125,10 @@ type rttEstimator struct {
 // seconds, not of SRTTs.
 const lateHalfLife = Time(time.Second)
 
-// noteLate records that an RTO fired on a packet whose first copy was then
-// ACKed m after it was sent: the peer was late, nothing was lost.
-func (r *rttEstimator) noteLate(m, now Time) {
+// noteLate records a delay m at now: for an estimator, that an RTO fired on
+// a packet whose first copy was then ACKed m after it was sent (the peer
+// was late, nothing was lost).
+func (r *lateMemory) noteLate(m, now Time) {
 	r.decayLate(now)
 	if m > r.late {
 		r.late, r.lateAt = m, now
@@ -118,7 +136,7 @@ func (r *rttEstimator) noteLate(m, now Time) {
 }
 
 // lateNow is late as decayLate(now) would leave it, r unchanged.
-func (r *rttEstimator) lateNow(now Time) Time {
+func (r *lateMemory) lateNow(now Time) Time {
 	l := r.late
 	for t := r.lateAt; l > 0 && now-t >= lateHalfLife; t += lateHalfLife {
 		if l /= 2; l < rttGranularity {
@@ -129,7 +147,7 @@ func (r *rttEstimator) lateNow(now Time) Time {
 }
 
 // decayLate halves late once per lateHalfLife since lateAt.
-func (r *rttEstimator) decayLate(now Time) {
+func (r *lateMemory) decayLate(now Time) {
 	for r.late > 0 && now-r.lateAt >= lateHalfLife {
 		r.late /= 2
 		r.lateAt += lateHalfLife
@@ -290,8 +308,9 @@ func backedOff(d Time, backoff uint8, limit Time) Time {
 const maxBackoff = 32
 
 // rto is c's current retransmission timeout: the base RTO, at least twice
-// the late-peer memory of c's remote address (see Late peers), doubled per
-// unanswered timeout round, up to MaxRTO. Config.RTO with FixedRTO.
+// the late-peer memory of c's remote address (see Late peers) and twice the
+// host's own longest recent stall (Host stalls), doubled per unanswered
+// timeout round, up to MaxRTO. Config.RTO with FixedRTO.
 func (e *Endpoint) rto(c *conn) Time {
 	if e.cfg.FixedRTO {
 		return Time(e.cfg.RTO)
@@ -299,10 +318,29 @@ func (e *Endpoint) rto(c *conn) Time {
 	r := &c.snd.rtt
 	hi := Time(e.cfg.MaxRTO)
 	base := r.base
-	if l := e.seeds.late(c.key.remoteIP, e.now); 2*l > base {
+	l := e.seeds.late(c.key.remoteIP, e.now)
+	if e.hostStall.late > 0 {
+		l = max(l, e.hostStall.lateNow(e.now))
+	}
+	if 2*l > base {
 		base = min(2*l, hi)
 	}
 	return backedOff(base, r.backoff, hi)
+}
+
+// NoteStall tells the endpoint that its host did not run it for d, up to
+// now: the thread that polls it was descheduled, the VM stalled, a transmit
+// kick or a GC pause took that long. A stall of a quarter of Config.RTO or
+// more is remembered as a late peer is (see Host stalls at the top of this
+// file): every connection's RTO is at least twice the longest, halved every
+// lateHalfLife. FixedRTO ignores it.
+func (e *Endpoint) NoteStall(d, now Time) {
+	if e.cfg.FixedRTO || d < Time(e.cfg.RTO)/4 {
+		return
+	}
+	e.now = max(e.now, now)
+	e.hostStall.noteLate(d, e.now)
+	e.stats.HostStalls++
 }
 
 // stallTimeout is how long a stalled sender waits for feedback before it

@@ -47,5 +47,6 @@ type Stats struct {
 	SRTT, RTTVar   time.Duration          // endpoint-wide estimate over all samples (seeds new connections)
 	RTOMin, RTOMax time.Duration          // smallest / largest base RTO (before backoff) any connection used
 	RTOBackoffs    uint64                 // timeout rounds that doubled a connection's RTO
+	HostStalls     uint64                 // host stalls of RTO/4 or more (NoteStall): every RTO is at least twice the longest, halved every second
 	SpuriousRTOs   uint64                 // packets declared lost by the RTO whose declared-lost copy was ACKed (before the resend, or told apart by path after it)
 }

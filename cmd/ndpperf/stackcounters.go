@@ -22,6 +22,7 @@ type ndpCounters struct {
 	RTOFires      uint64 `json:"rto_fires"`       // packets declared lost by the RTO
 	SpuriousRTOs  uint64 `json:"spurious_rtos"`   // of those, packets whose declared-lost copy was ACKed
 	RTOBackoffs   uint64 `json:"rto_backoffs"`    // timeout rounds that doubled a connection's RTO
+	HostStalls    uint64 `json:"host_stalls"`     // polls that found the stack unpolled for RTO/4 or more (ndp.Stats.HostStalls)
 	PathsExcluded uint64 `json:"paths_excluded"`  // path exclusions by the scoreboard
 	StallProbes   uint64 `json:"stall_probes"`    // unsolicited probes of a silent peer
 	NacksIn       uint64 `json:"nacks_in"`        // NACKs received (sender side)
@@ -50,7 +51,7 @@ func stackCounters(s *sockapi.Stack) ndpCounters {
 	e, l := st.Endpoint, st.Link
 	return ndpCounters{
 		DataOut: e.DataOut, DataIn: e.DataIn, PushedOut: e.PushedOut, PulledOut: e.PulledOut, PullsOut: e.PullsOut,
-		Retransmits: e.Retransmits, RTOFires: e.RTOFires, SpuriousRTOs: e.SpuriousRTOs, RTOBackoffs: e.RTOBackoffs,
+		Retransmits: e.Retransmits, RTOFires: e.RTOFires, SpuriousRTOs: e.SpuriousRTOs, RTOBackoffs: e.RTOBackoffs, HostStalls: e.HostStalls,
 		PathsExcluded: e.PathsExcluded, StallProbes: e.StallProbes,
 		NacksIn: e.NacksIn, NacksOut: e.NacksOut, NoBufferNacks: e.NoBufferNacks, TrimmedIn: e.TrimmedIn,
 		DuplicatesIn: e.DuplicatesIn, LateSlots: st.PullQueue.LateSlots, Quenched: st.Quenched,
@@ -66,7 +67,7 @@ func (c ndpCounters) sub(before ndpCounters) ndpCounters {
 		PushedOut: c.PushedOut - before.PushedOut, PulledOut: c.PulledOut - before.PulledOut,
 		PullsOut: c.PullsOut - before.PullsOut, Retransmits: c.Retransmits - before.Retransmits,
 		RTOFires: c.RTOFires - before.RTOFires, SpuriousRTOs: c.SpuriousRTOs - before.SpuriousRTOs,
-		RTOBackoffs: c.RTOBackoffs - before.RTOBackoffs, PathsExcluded: c.PathsExcluded - before.PathsExcluded,
+		RTOBackoffs: c.RTOBackoffs - before.RTOBackoffs, HostStalls: c.HostStalls - before.HostStalls, PathsExcluded: c.PathsExcluded - before.PathsExcluded,
 		StallProbes: c.StallProbes - before.StallProbes,
 		NacksIn:     c.NacksIn - before.NacksIn, NacksOut: c.NacksOut - before.NacksOut,
 		NoBufferNacks: c.NoBufferNacks - before.NoBufferNacks, TrimmedIn: c.TrimmedIn - before.TrimmedIn,
@@ -86,7 +87,7 @@ func (c ndpCounters) add(o ndpCounters) ndpCounters {
 		PushedOut: c.PushedOut + o.PushedOut, PulledOut: c.PulledOut + o.PulledOut,
 		PullsOut: c.PullsOut + o.PullsOut, Retransmits: c.Retransmits + o.Retransmits,
 		RTOFires: c.RTOFires + o.RTOFires, SpuriousRTOs: c.SpuriousRTOs + o.SpuriousRTOs,
-		RTOBackoffs: c.RTOBackoffs + o.RTOBackoffs, PathsExcluded: c.PathsExcluded + o.PathsExcluded,
+		RTOBackoffs: c.RTOBackoffs + o.RTOBackoffs, HostStalls: c.HostStalls + o.HostStalls, PathsExcluded: c.PathsExcluded + o.PathsExcluded,
 		StallProbes: c.StallProbes + o.StallProbes,
 		NacksIn:     c.NacksIn + o.NacksIn, NacksOut: c.NacksOut + o.NacksOut,
 		NoBufferNacks: c.NoBufferNacks + o.NoBufferNacks, TrimmedIn: c.TrimmedIn + o.TrimmedIn,

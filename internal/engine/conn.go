@@ -160,7 +160,7 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 		var now ndp.Time
 		n, err, ok := c.tryReadLocked(p, atLeast, 0)
 		if !ok {
-			now = s.spinPollLocked(s.coalesce)
+			now = s.spinPollLocked(s.coalesce, w.spun)
 			n, err, ok = c.tryReadLocked(p, atLeast, now)
 			if !ok && s.txDeferred {
 				s.pollLocked(now)
@@ -171,7 +171,7 @@ func (c *Conn) read(p []byte, atLeast int, cancel <-chan struct{}) (int, error) 
 			// the PULLs due (and the frames waiting) do not wait for
 			// its next call. A reader that finds data buffered on
 			// every call would otherwise not poll at all.
-			s.spinPollLocked(false)
+			s.spinPollLocked(false, false)
 		}
 		c.rdMin = 0
 		if !ok {
@@ -543,7 +543,7 @@ func (l *Listener) Accept(cancel <-chan struct{}) (*Conn, error) {
 		if !ok {
 			// One clock read per iteration, after the poll received
 			// (spinPollLocked), shared with await.
-			now := s.spinPollLocked(s.coalesce)
+			now := s.spinPollLocked(s.coalesce, w.spun)
 			c, err, ok = l.tryAcceptLocked()
 			if !ok && s.txDeferred {
 				s.pollLocked(now)

@@ -31,6 +31,7 @@ type waitState struct {
 	start     ndp.Time
 	yields    ndp.Time // yields made in this spin (await)
 	spinning  bool
+	spun      bool // the last await spun on: the next poll follows at once (spinPollLocked)
 	wantBlock bool // await wants to block: the caller makes its channels (Conn.waitChanLocked)
 }
 
@@ -49,7 +50,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		return os.ErrDeadlineExceeded
 	}
 	now := w.now
-	w.now = 0
+	w.now, w.spun = 0, false
 	if now == 0 {
 		now = s.clock()
 	}
@@ -105,6 +106,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 			s.yieldedAt.Store(int64(now))
 			runtime.Gosched()
 		}
+		w.spun = true
 		return nil
 	}
 	// Sleep. The first choice is to sleep on the link itself (ppoll on the
@@ -130,6 +132,7 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 	if s.cfg.NoBackground {
 		// Nobody else would poll for a blocked goroutine: keep spinning.
 		runtime.Gosched()
+		w.spun = true
 		return nil
 	}
 	if ch == nil {

@@ -91,6 +91,8 @@ type Stack struct {
 	txErrLogged ndp.Time // when a transmit failure was last logged
 	selfPoll    bool     // the link sleeper's own last poll (no Wake for it)
 	pollNow     ndp.Time // the clock reading of spinPollLocked's poll
+	lastPollAt  ndp.Time // the latest poll's clock reading
+	checkStall  bool     // this poll's waiter spun since its last one: a gap since lastPollAt is a stall
 	signalled   bool     // this batch woke a waiter
 	stats       Stats
 	board       statsBoard // StatsSnapshot's copies (statsboard.go)
@@ -265,10 +267,18 @@ func (s *Stack) pollLocked(now ndp.Time) bool { return s.pollDeferLocked(now, fa
 // a second read whenever frames arrived (the frames are handled at a
 // reading taken after them, see pollDeferLocked), and on this VM a read
 // costs 60-80 ns, on the critical path of the frame that ends the wait.
-func (s *Stack) spinPollLocked(deferTx bool) ndp.Time {
+//
+// spun: the waiter spun on since its last poll (waitState.spun), so it
+// meant to poll again at once, and a long gap since the stack's last poll
+// by anyone is a stall of the host (its thread descheduled, the VM
+// stalled, a GC pause, a transmit kick that took that long), which the
+// poll tells the endpoint before its timers run (ndp.Endpoint.NoteStall).
+func (s *Stack) spinPollLocked(deferTx, spun bool) ndp.Time {
 	s.pollNow = 0
+	s.checkStall = spun
 	s.pollDeferLocked(0, deferTx)
-	if s.pollNow == 0 { // closed: the poll returned before reading it
+	s.checkStall = false // a closed stack's poll returns before it looks
+	if s.pollNow == 0 {  // closed: the poll returned before reading it
 		s.pollNow = s.clock()
 	}
 	return s.pollNow
@@ -348,6 +358,13 @@ func (s *Stack) pollDeferLocked(now ndp.Time, deferTx bool) bool {
 			c.releaseSoonLocked()
 		}
 	}
+	if s.checkStall {
+		s.checkStall = false
+		if now > s.lastPollAt && s.lastPollAt != 0 {
+			s.ep.NoteStall(now-s.lastPollAt, now)
+		}
+	}
+	s.lastPollAt = max(s.lastPollAt, now)
 	released := 0
 	if t, ok := s.pulls.NextAt(); ok && t <= now {
 		// A PULL is due: release it and those of the next PullBatch-1

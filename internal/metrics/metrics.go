@@ -106,6 +106,8 @@ func stackMetrics(cl prometheus.Labels) []metric[engine.Stats] {
 			func(s *S) float64 { return u(s.Endpoint.SpuriousRTOs) }),
 		counter("ndp_rto_backoffs_total", "Timeout rounds that doubled a connection's RTO.", cl,
 			func(s *S) float64 { return u(s.Endpoint.RTOBackoffs) }),
+		counter("ndp_host_stalls_total", "Times the host did not poll the stack for a quarter RTO or more while a waiter spun; every RTO is then at least twice the longest such stall, halved every second.", cl,
+			func(s *S) float64 { return u(s.Endpoint.HostStalls) }),
 		counter("ndp_stall_probes_total", "Unsolicited probes after a stall.", cl,
 			func(s *S) float64 { return u(s.Endpoint.StallProbes) }),
 		counter("ndp_duplicates_received_total", "DATA received again (re-acknowledged).", cl,

@@ -68,14 +68,14 @@ func TestGoldenResults(t *testing.T) {
 		want  string
 		build func(t *testing.T, bytes bool) (*Network, []*Flow)
 	}{
-		{"star incast 7x300KB", "d15a155e3c1ea169caadbf1b", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star incast 7x300KB", "99d8f6ad17215cb11692e55e", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			st, err := NewStar(withHosts(paperStar(9000), 8, bytes))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3, 4, 5, 6, 7}, 0, 300_000)
 		}},
-		{"star incast 40x135KB bounces", "0e194e78e32198a6b08e49c3", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star incast 40x135KB bounces", "46d9a1ac0836d60042f40726", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(9000)
 			cfg.Fabric.HeaderQueueBytes = 2000
 			st, err := NewStar(withHosts(cfg, 41, bytes))
@@ -88,7 +88,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows(src, 0, 135_000)
 		}},
-		{"star faulty transfer 1500", "2756ffed8bb154cf1a727a8d", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star faulty transfer 1500", "bec153b49f001ea256fa3270", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Endpoint.RTO = 200 * time.Microsecond
 			cfg.Faults = Faults{Loss: 0.01, Duplicate: 0.01, Reorder: 0.01, Corrupt: 0.01}
@@ -98,7 +98,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1}, 0, 1_000_000)
 		}},
-		{"star hull gamma 0.9 phantom", "ba430d5f2e6d05b6ff6e39ee", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star hull gamma 0.9 phantom", "50d1eb389ca6e52728e7d6be", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Gamma: 0.9}
 			cfg.Fabric.PhantomRate = 0.9 * cfg.LinkRate
@@ -108,7 +108,7 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, goldenFlows([]int{1, 2, 3}, 0, 500_000)
 		}},
-		{"star d3 deadlines", "dd6c9d6641ab3b30f15b14d0", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"star d3 deadlines", "a6a554a05cbfa569cfb22f6f", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			cfg := paperStar(1500)
 			cfg.Pulls = pullpacer.QueueConfig{Policy: pullpacer.PolicyDeadline}
 			st, err := NewStar(withHosts(cfg, 9, bytes))
@@ -122,16 +122,16 @@ func TestGoldenResults(t *testing.T) {
 			}
 			return st.Network, flows
 		}},
-		{"fattree k4 permutation path", "b83b77015cb935164e3011eb", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation path", "e67ea01f8f3d711f37a954b6", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPPath, bytes)
 		}},
-		{"fattree k4 permutation hash", "56f3ed0a184e8901e1353fb0", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation hash", "c3474033002c5a71949a1673", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPHash, bytes)
 		}},
-		{"fattree k4 permutation random", "82702211b9058f8522003b7c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 permutation random", "2eac91f9c9b39f1c3a3bb42c", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			return goldenPermutation(t, ECMPRandom, bytes)
 		}},
-		{"fattree k4 incast 15x135KB", "3d37c30e55e85afa9de6abeb", func(t *testing.T, bytes bool) (*Network, []*Flow) {
+		{"fattree k4 incast 15x135KB", "544ba4c042e52f75264bb152", func(t *testing.T, bytes bool) (*Network, []*Flow) {
 			ft := fatTree(4, ECMPHash)
 			ft.Params.CheckBytes = bytes
 			c, err := NewClos(ft)
