@@ -61,16 +61,17 @@ import (
 // connections to one server fired once per connection per spike before).
 //
 // Host stalls. The host itself is held off the CPU the same way, and tells
-// the endpoint (NoteStall: the engine's spinning waiters see the gap between
-// two of their polls). A stall of RTO/4 or more is remembered like a late
-// peer, for every connection at once: the RTO is at least twice the longest,
-// halved every lateHalfLife. The reasons: a host that was not running found
-// its peers' answers missing for the same span, and on a VM the vCPUs stall
-// together, so its peers, on the same host or on machines like it, stall as
-// long; and a stack whose own frames left late, or that checks its timers
-// late, would otherwise declare them lost before the peer could answer. A
-// loss is then found up to twice the host's longest recent stall after the
-// send, on a host where a stall that long recurs anyway.
+// the endpoint (NoteStall: the engine's spinning waiters, and ndpd's core
+// loop, see the gap between two of their polls). A stall of RTO/4 or more is
+// remembered like a late peer, for every connection at once: the RTO is at
+// least twice the longest, halved every lateHalfLife. The reasons: a host
+// that was not running found its peers' answers missing for the same span,
+// and on a VM the vCPUs stall together, so its peers, on the same host or on
+// machines like it, stall as long; and a stack whose own frames left late,
+// or that checks its timers late, would otherwise declare them lost before
+// the peer could answer. A loss is then found up to twice the host's longest
+// recent stall after the send, on a host where a stall that long recurs
+// anyway.
 //
 // Backoff. Each counted timeout round (an RTO expiry or a stall probe, see
 // timeoutRound) doubles the connection's RTO and stall interval, up to MaxRTO.

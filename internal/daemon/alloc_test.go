@@ -34,7 +34,7 @@ func (t *sinkTransport) Read(_ ConnID, p []byte) (int, error) {
 }
 func (t *sinkTransport) Release(ConnID)              {}
 func (t *sinkTransport) Abort(ConnID, ndp.ResetCode) {}
-func (t *sinkTransport) Poll(bool) bool              { return false }
+func (t *sinkTransport) Poll(bool, bool) bool        { return false }
 func (t *sinkTransport) Events(dst []TransportEvent) int {
 	if !t.ev {
 		return 0

@@ -523,6 +523,7 @@ func (c *Core) Run() error {
 	c.spin = max(c.cfg.SpinFor, 0)
 	c.stats.SpinWindow = c.spin
 	deferred := false // the last poll deferred transmits
+	spun := false     // the loop came round again without sleeping since its last poll
 	for {
 		now := time.Now()
 		c.beat.Store(now.UnixNano())
@@ -559,10 +560,11 @@ func (c *Core) Run() error {
 		// iteration.
 		deferTx := !fromApps && !deferred
 		deferred = false
-		if c.tr.Poll(deferTx) {
+		if c.tr.Poll(deferTx, spun) {
 			work = true
 			deferred = deferTx
 		}
+		spun = true
 		if c.transportEvents() {
 			work = true
 		}
@@ -605,6 +607,7 @@ func (c *Core) Run() error {
 			continue
 		}
 		c.stats.Sleeps++
+		spun = false
 		input := c.sleep()
 		lastWork = time.Now()
 		c.adaptSpin(lastWork.Sub(now), input)

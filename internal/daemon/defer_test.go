@@ -38,7 +38,7 @@ func (t *deferTransport) CloseWrite(id ConnID) error {
 	return t.loopTransport.CloseWrite(id)
 }
 
-func (t *deferTransport) Poll(deferTx bool) bool {
+func (t *deferTransport) Poll(deferTx, _ bool) bool {
 	t.loopTransport.mu.Lock()
 	pending := len(t.loopTransport.events)
 	t.loopTransport.mu.Unlock()
@@ -114,5 +114,55 @@ func TestCoreDefersACKsOnlyWithNothingToSend(t *testing.T) {
 	}
 	if deferring == 0 {
 		t.Fatalf("no deferring poll with input in %d polls", len(tr.polls))
+	}
+}
+
+// spunTransport records the spun flag of every Poll.
+type spunTransport struct {
+	*loopTransport
+	mu          sync.Mutex
+	spun, fresh int // polls with spun set, and without
+	first       bool
+}
+
+func (t *spunTransport) Poll(deferTx, spun bool) bool {
+	t.mu.Lock()
+	if t.spun+t.fresh == 0 {
+		t.first = spun
+	}
+	if spun {
+		t.spun++
+	} else {
+		t.fresh++
+	}
+	t.mu.Unlock()
+	return t.loopTransport.Poll(deferTx, spun)
+}
+
+// TestCorePollsSpunUntilItSleeps: the core tells its transport that a
+// poll follows the last one at once (spun) whenever it did not sleep in
+// between, so the engine can tell a stall of the host from the core's own
+// sleep (engine.Stack.PollLoop); its first poll and each poll after a
+// sleep are not spun.
+func TestCorePollsSpunUntilItSleeps(t *testing.T) {
+	tr := &spunTransport{loopTransport: newLoopTransport(64 << 10)}
+	cfg := smallConfig()
+	cfg.SpinFor, cfg.MaxSpinFor, cfg.MaxSleep = 200*time.Microsecond, 200*time.Microsecond, 2*time.Millisecond
+	h := startHarnessOn(t, cfg, ServerConfig{}, tr)
+	time.Sleep(50 * time.Millisecond) // idle: spin, sleep, spin, ...
+	h.stop()
+	sleeps := h.core.stats.Sleeps // the core's goroutine has returned
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.first {
+		t.Fatal("the core's first poll was marked spun")
+	}
+	if sleeps == 0 || tr.spun == 0 {
+		t.Fatalf("%d sleeps and %d spun polls in 50 ms idle; want some of each", sleeps, tr.spun)
+	}
+	// Every sleep is followed by a poll that is not spun, unless the core
+	// stopped right after it.
+	if n := uint64(tr.fresh); n != sleeps+1 && n != sleeps {
+		t.Fatalf("%d polls not spun after %d sleeps; want the first and one per sleep", n, sleeps)
 	}
 }

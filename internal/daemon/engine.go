@@ -314,11 +314,8 @@ func (t *EngineTransport) Abort(id ConnID, code ndp.ResetCode) {
 	}
 }
 
-func (t *EngineTransport) Poll(deferTx bool) bool {
-	if deferTx {
-		return t.st.PollDeferTx()
-	}
-	return t.st.Poll()
+func (t *EngineTransport) Poll(deferTx, spun bool) bool {
+	return t.st.PollLoop(deferTx, spun)
 }
 
 // Events translates the queued engine events. Accepted connections are

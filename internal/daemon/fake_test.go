@@ -326,7 +326,7 @@ func (t *loopTransport) Abort(id ConnID, _ ndp.ResetCode) {
 	}
 }
 
-func (t *loopTransport) Poll(bool) bool { return false }
+func (t *loopTransport) Poll(bool, bool) bool { return false }
 
 func (t *loopTransport) Events(dst []TransportEvent) int {
 	t.mu.Lock()

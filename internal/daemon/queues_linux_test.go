@@ -28,7 +28,7 @@ const (
 	faultStuck
 )
 
-func (t *faultyTransport) Poll(deferTx bool) bool {
+func (t *faultyTransport) Poll(deferTx, spun bool) bool {
 	switch t.fault.Load() {
 	case faultPanic:
 		t.fault.Store(faultNone)
@@ -39,7 +39,7 @@ func (t *faultyTransport) Poll(deferTx bool) bool {
 	case faultStuck:
 		<-t.release
 	}
-	return t.loopTransport.Poll(deferTx)
+	return t.loopTransport.Poll(deferTx, spun)
 }
 
 // queuesHarness is a daemon of two queues: a Core over its own transport

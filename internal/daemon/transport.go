@@ -53,8 +53,11 @@ type Transport interface {
 	// frames that the batch's input produced (ACKs; not PULLs) may wait
 	// for the next Poll, so that the core hands the received bytes to the
 	// application before it pays their transmit; the core never defers
-	// twice in a row.
-	Poll(deferTx bool) bool
+	// twice in a row. spun: the core polled again at once since its last
+	// Poll (it did not sleep), so a long gap since then is a stall of the
+	// host, which the transport may take into account (the engine's RTO:
+	// engine.Stack.PollLoop).
+	Poll(deferTx, spun bool) bool
 	// Events moves up to len(dst) pending connection events into dst.
 	Events(dst []TransportEvent) int
 	// PollTimeout is how long the core may sleep before the transport needs

@@ -67,3 +67,25 @@ func TestSpinnerReportsHostStall(t *testing.T) {
 		t.Fatalf("a 2 ms gap between calls: %d host stalls, want still 1", n)
 	}
 }
+
+// PollLoop reports a stall the same way when its caller says it came round
+// at once (spun), and not after the caller's own sleep.
+func TestPollLoopReportsHostStall(t *testing.T) {
+	var now ndp.Time = 1
+	a, _, _, _ := memPair(t, PollBusy, func(c *Config) {
+		c.NoBackground = true
+		c.Clock = func() ndp.Time { return now }
+	})
+	stalls := func() uint64 { return a.Stats().Endpoint.HostStalls }
+	a.PollLoop(false, false)
+	now += ndp.Time(2 * time.Millisecond)
+	a.PollLoop(false, false) // after a sleep of the loop's own
+	if n := stalls(); n != 0 {
+		t.Fatalf("a gap the loop slept through: %d host stalls, want 0", n)
+	}
+	now += ndp.Time(2 * time.Millisecond)
+	a.PollLoop(true, true)
+	if n := stalls(); n != 1 {
+		t.Fatalf("a gap while the loop spun: %d host stalls, want 1", n)
+	}
+}

@@ -241,16 +241,25 @@ func (s *Stack) unlock() {
 	}
 }
 
-// PollDeferTx is Poll, except that the frames its received batch produced
-// (ACKs) stay queued unless the batch also released PULLs: they leave with
-// the next Poll, PollDeferTx that receives nothing, or API call. An
-// embedder that hands what it received to another thread first (ndpd's
-// core loop, feeding an application on the same CPU) calls it, so the
-// receiver gets the bytes before the ACK's transmit kick is paid and the
-// ACK leaves in one kick with what the receiver answers.
-func (s *Stack) PollDeferTx() bool {
+// PollLoop is Poll for an embedder's own poll loop (ndpd's core).
+//
+// With deferTx, the frames its received batch produced (ACKs) stay queued
+// unless the batch also released PULLs: they leave with the next poll that
+// receives nothing, or an API call. An embedder that hands what it
+// received to another thread first (ndpd's core loop, feeding an
+// application on the same CPU) defers, so the receiver gets the bytes
+// before the ACK's transmit kick is paid and the ACK leaves in one kick
+// with what the receiver answers.
+//
+// spun: the loop came round again at once since its last poll (it did not
+// sleep), so a long gap since the stack's last poll is a stall of the host,
+// told to the endpoint before its timers run, as a spinning waiter's is
+// (spinPollLocked).
+func (s *Stack) PollLoop(deferTx, spun bool) bool {
 	s.mu.Lock()
-	did := s.pollDeferLocked(s.clock(), true)
+	s.checkStall = spun
+	did := s.pollDeferLocked(s.clock(), deferTx)
+	s.checkStall = false // a closed stack's poll returns before it looks
 	s.unlock()
 	return did
 }

@@ -74,9 +74,9 @@ func TestWriteQueuedSendsFullPacketsOnPoll(t *testing.T) {
 	}
 }
 
-// PollDeferTx holds the ACK that a received data frame produces until the
+// PollLoop with deferTx holds the ACK that a received data frame produces until the
 // next Poll; Poll then sends it.
-func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
+func TestPollLoopDeferTxHoldsACKsForNextPoll(t *testing.T) {
 	snd, rcv, _, _ := memPair(t, PollAdaptive, noBackground)
 	if _, err := rcv.Listen(7, 0); err != nil {
 		t.Fatal(err)
@@ -90,15 +90,15 @@ func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
 	}
 	snd.Poll()
 	before := rcv.Stats()
-	if !rcv.PollDeferTx() {
-		t.Fatal("PollDeferTx found nothing to receive")
+	if !rcv.PollLoop(true, false) {
+		t.Fatal("PollLoop(deferTx) found nothing to receive")
 	}
 	after := rcv.Stats()
 	if after.RxFrames == before.RxFrames {
-		t.Fatal("PollDeferTx received no frame")
+		t.Fatal("PollLoop(deferTx) received no frame")
 	}
 	if after.TxFrames != before.TxFrames {
-		t.Fatalf("PollDeferTx sent %d frames; the ACK should wait for the next poll", after.TxFrames-before.TxFrames)
+		t.Fatalf("PollLoop(deferTx) sent %d frames; the ACK should wait for the next poll", after.TxFrames-before.TxFrames)
 	}
 	rcv.Poll()
 	if rcv.Stats().TxFrames == after.TxFrames {
@@ -107,7 +107,7 @@ func TestPollDeferTxHoldsACKsForNextPoll(t *testing.T) {
 }
 
 // ReadBuffered reads what a poll received and nothing more: it neither
-// waits nor polls, so an ACK that PollDeferTx held stays held until the
+// waits nor polls, so an ACK that PollLoop(deferTx) held stays held until the
 // caller's next poll (Read polls when it finds nothing, which sent it).
 func TestReadBufferedDoesNotPoll(t *testing.T) {
 	snd, rcv, _, _ := memPair(t, PollAdaptive, noBackground)
@@ -123,8 +123,8 @@ func TestReadBufferedDoesNotPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	snd.Poll()
-	if !rcv.PollDeferTx() {
-		t.Fatal("PollDeferTx found nothing to receive")
+	if !rcv.PollLoop(true, false) {
+		t.Fatal("PollLoop(deferTx) found nothing to receive")
 	}
 	sc, err := l.Accept(nil)
 	if err != nil {
