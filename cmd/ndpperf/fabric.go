@@ -113,6 +113,15 @@ func parseSwitchTick(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// mtuOr1500 is the MTU a benchmark's links carry: its --mtu, or 1500
+// where that is 0.
+func mtuOr1500(mtu int) int {
+	if mtu <= 0 {
+		return 1500
+	}
+	return mtu
+}
+
 // switchTickFor is the switch loop's tick (softswitch.Config.Tick) for
 // ports of rate bits/s and veths of MTU mtu (0: 1500) when the flag says
 // auto: 50 µs where a full frame takes 100 µs or more on a port, else 0.
@@ -130,9 +139,7 @@ func parseSwitchTick(s string) (time.Duration, error) {
 // apart, and the 1 Gb/s incast trimmed 4-6 times as much with 50 µs
 // (docs/datapath.md, "A round's CPU at 1 Gb/s"), so no tick there.
 func switchTickFor(rate int64, mtu int) time.Duration {
-	if mtu <= 0 {
-		mtu = 1500
-	}
+	mtu = mtuOr1500(mtu)
 	if time.Duration(int64(mtu)*8*int64(time.Second)/rate) >= 100*time.Microsecond {
 		return 50 * time.Microsecond
 	}

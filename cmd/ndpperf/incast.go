@@ -276,10 +276,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 		return incastOutput{}, err
 	}
 	k, size := o.servers, o.size
-	out := incastOutput{MTU: o.mtu, RateBps: o.rate, CPUs: runtime.NumCPU()}
-	if out.MTU == 0 {
-		out.MTU = 1500
-	}
+	out := incastOutput{MTU: mtuOr1500(o.mtu), RateBps: o.rate, CPUs: runtime.NumCPU()}
 	out.Fabric = "bridge"
 	out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on a Linux bridge, veth MTU %d, new connection per request", k, out.MTU)
 	tb, err := testbed.New()
@@ -687,10 +684,7 @@ func incastSimRun(o incastOpts) (incastOutput, error) {
 	if err := o.validate(); err != nil {
 		return incastOutput{}, err
 	}
-	mtu := o.mtu
-	if mtu == 0 {
-		mtu = 1500
-	}
+	mtu := mtuOr1500(o.mtu)
 	r, err := sim.RunIncast(sim.IncastConfig{Star: simStar(float64(o.rate), mtu), Senders: o.servers, Size: int64(o.size)})
 	if err != nil {
 		return incastOutput{}, err

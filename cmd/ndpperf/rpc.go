@@ -382,8 +382,8 @@ func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	if o.clients > 1 {
 		setup = "two network namespaces joined by veth (one pair per transport), a goroutine per client and per server connection"
 	}
-	setup += fmt.Sprintf(", MTU %d", o.mtuOr1500())
-	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, MTU: o.mtuOr1500(), Poll: o.poll,
+	setup += fmt.Sprintf(", MTU %d", mtuOr1500(o.mtu))
+	out = rpcOutput{Results: res, Ratios: map[string]float64{}, Size: o.size, Conn: o.conn, Clients: o.clients, MTU: mtuOr1500(o.mtu), Poll: o.poll,
 		Rounds: o.rounds, CPUs: runtime.NumCPU(), Setup: setup, GCCycles: ms.NumGC - gc0, IdleCPUPct: idle, Fabric: "veth"}
 	if sw != nil {
 		out.Switch = newSwitchCounters(sw.Stats().Sub(swBefore), 0)
@@ -1098,12 +1098,4 @@ func (t *tcpRPC) close() {
 			unix.Close(fd)
 		}
 	}
-}
-
-// mtuOr1500 is the MTU every transport crosses.
-func (o rpcOpts) mtuOr1500() int {
-	if o.mtu == 0 {
-		return 1500
-	}
-	return o.mtu
 }

@@ -24,7 +24,7 @@ func rpcSimFallback(o rpcOpts) (rpcOutput, error) {
 // hosts on one NDP switch with 8-packet queues, links at rate with 1 µs delay.
 func rpcSimRun(o rpcOpts, rate int64) (rpcOutput, error) {
 	r, err := sim.RunRPC(sim.RPCConfig{
-		Star: simStar(float64(rate), o.mtuOr1500()),
+		Star: simStar(float64(rate), mtuOr1500(o.mtu)),
 		Size: o.size, N: o.n,
 	})
 	if err != nil {
@@ -36,7 +36,7 @@ func rpcSimRun(o rpcOpts, rate int64) (rpcOutput, error) {
 	}
 	out := rpcOutput{
 		Results: []latencyResult{summarize("ndp", rtts, 0, "simulator (virtual time), new connection per RPC")},
-		Size:    o.size, MTU: o.mtuOr1500(), Rounds: 1, Setup: "simulator: not root, no testbed",
+		Size:    o.size, MTU: mtuOr1500(o.mtu), Rounds: 1, Setup: "simulator: not root, no testbed",
 	}
 	return out, nil
 }

@@ -134,7 +134,7 @@ func TestRPCPersistentTestbed(t *testing.T) {
 		if want := uint64(o.n + o.warmup); out.NDPClient.DataIn < want {
 			t.Errorf("%+v: client received %d DATA frames, want at least %d", tc, out.NDPClient.DataIn, want)
 		}
-		if out.MTU != o.mtuOr1500() {
+		if out.MTU != mtuOr1500(o.mtu) {
 			t.Errorf("%+v: output says MTU %d", tc, out.MTU)
 		}
 		// At MTU 9000 a 64 KiB message is 8 DATA packets, against 45 at

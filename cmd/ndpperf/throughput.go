@@ -320,10 +320,7 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 	if err := o.validate(); err != nil {
 		return throughputOutput{}, err
 	}
-	out := throughputOutput{Size: o.size, MTU: o.mtu, RateBps: o.rate, Poll: o.poll, CPUs: runtime.NumCPU()}
-	if out.MTU == 0 {
-		out.MTU = 1500
-	}
+	out := throughputOutput{Size: o.size, MTU: mtuOr1500(o.mtu), RateBps: o.rate, Poll: o.poll, CPUs: runtime.NumCPU()}
 	out.Setup = fmt.Sprintf("two namespaces joined by one veth pair, MTU %d; NDP embedded stacks (%s polling, pull pacer %s b/s, IW %d packets), kernel TCP on the same pair without XDP; receiver hashes, time from dial to the receiver's EOF",
 		out.MTU, o.poll, formatRate(float64(o.rate)), o.iwPackets(out.MTU))
 	if o.mode == "daemon" {
@@ -663,10 +660,7 @@ func throughputSimRun(o throughputOpts) (throughputOutput, error) {
 	if err := o.validate(); err != nil {
 		return throughputOutput{}, err
 	}
-	mtu := o.mtu
-	if mtu == 0 {
-		mtu = 1500
-	}
+	mtu := mtuOr1500(o.mtu)
 	res, err := sim.RunTransfer(sim.TransferConfig{Star: simStar(float64(o.rate), mtu), Size: o.size})
 	if err != nil {
 		return throughputOutput{}, err

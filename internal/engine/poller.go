@@ -75,33 +75,28 @@ func (s *Stack) await(w *waitState, ch chan struct{}, done, cancel <-chan struct
 		// just started, a peer stack's poller back from its sleep) waited
 		// for the runtime's forced preemption, 10 ms, when every P spun
 		// (TestBusyWaiterLetsOthersRun, docs/latency.md).
-		switch {
-		case s.spinners.Load() > 1 || now-w.start >= (w.yields+1)*yieldEvery:
-			w.yields++
-			s.yieldedAt.Store(int64(now))
-			runtime.Gosched()
-		case now-ndp.Time(s.yieldedAt.Load()) >= yieldEvery && s.appConns.Load() > 1:
-			// A lone spinner whose waits are each shorter than
-			// yieldEvery (an exchange of 15-30 µs) never reaches the
-			// yield above: its window starts again with every call, so
-			// a goroutine in a loop of Write and Read held its P across
-			// calls until the runtime's forced preemption (10 ms), and
-			// goroutines readied onto that P meanwhile waited that long
-			// (the other P, never short of goroutines from the global
-			// run queue, does not steal them). `ndpperf rpc --conn
-			// persistent --clients 8` starts its clients together onto
-			// one P; the first became its stack's only spinner and made
-			// 500-1,000 exchanges in a row while the other 7 waited
-			// runnable, and the busiest client of a run made 1.3-2.9x
-			// an even share (runtime trace, docs/latency.md). So a lone
-			// spinner on a stack whose other connections other
-			// goroutines may be about to use yields once per yieldEvery
-			// across its calls too. With one connection it does not:
-			// ndpperf pins a single client's goroutine to its thread,
-			// for which a yield is a thread handoff of tens of µs (the
-			// stacks' background pollers, readied when a call ends, are
-			// always runnable beside it), and a yield every 60 µs there
-			// took the one-client p50 from 12 to 20 µs.
+		//
+		// A lone spinner whose waits are each shorter than yieldEvery (an
+		// exchange of 15-30 µs) never reaches that yield: its window
+		// starts again with every call, so a goroutine in a loop of Write
+		// and Read held its P across calls until the runtime's forced
+		// preemption (10 ms), and goroutines readied onto that P meanwhile
+		// waited that long (the other P, never short of goroutines from
+		// the global run queue, does not steal them). `ndpperf rpc --conn
+		// persistent --clients 8` starts its clients together onto one P;
+		// the first became its stack's only spinner and made 500-1,000
+		// exchanges in a row while the other 7 waited runnable, and the
+		// busiest client of a run made 1.3-2.9x an even share (runtime
+		// trace, docs/latency.md). So a lone spinner on a stack whose
+		// other connections other goroutines may be about to use yields
+		// once per yieldEvery across its calls too (yieldedAt). With one
+		// connection it does not: ndpperf pins a single client's goroutine
+		// to its thread, for which a yield is a thread handoff of tens of
+		// µs (the stacks' background pollers, readied when a call ends,
+		// are always runnable beside it), and a yield every 60 µs there
+		// took the one-client p50 from 12 to 20 µs.
+		if s.spinners.Load() > 1 || now-w.start >= (w.yields+1)*yieldEvery ||
+			(s.appConns.Load() > 1 && now-ndp.Time(s.yieldedAt.Load()) >= yieldEvery) {
 			w.yields++
 			s.yieldedAt.Store(int64(now))
 			runtime.Gosched()
