@@ -204,7 +204,7 @@ func faultsTestbed(o faultOpts) (faultOutput, error) {
 		ResumeNDPOverTCP: map[string]float64{}, ResumeDownNDPOverTCP: map[string]float64{}}
 	out.Setup = "two namespaces joined by one veth pair (MTU 1500); NDP embedded stacks opened fresh per row, kernel TCP on the same pair without XDP; the client's veth is set down for an outage"
 	payload, sum := throughputPayload(o.size)
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

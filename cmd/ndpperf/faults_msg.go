@@ -360,7 +360,7 @@ func (e *faultEnv) stalledFlood(t string) faultRow {
 	const n, goodCalls = 1000, 100
 	row := faultRow{BoundS: msgReadTimeout.Seconds()}
 	fail := func(err error) faultRow { row.Outcome = "setup: " + err.Error(); return row }
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return fail(err)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
-	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
@@ -213,7 +212,7 @@ func hullTestbed(o hullOpts) (hullOutput, error) {
 	}
 	out.Setup = fmt.Sprintf("3 hosts on ndpswitch at %s b/s (Ethernet wire bytes, 8-packet NDP queues, phantom queue at %.2f x link marking above %d bytes, as HULL's PQ); host 2 sends host 0 a bulk transfer while host 0 calls host 1 (%d-byte request and response, new connection per RPC, %s, %d RPCs per gamma in %d turns); NDP embedded stacks, pull rate gamma x link, RTO %v; host NIC queues %d frames (0: none)",
 		formatRate(float64(o.link)), o.phantom, o.pqBytes, o.size, load, o.n, o.rounds, o.rto, o.hostQ)
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

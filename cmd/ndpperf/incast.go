@@ -21,7 +21,6 @@ import (
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
-	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
@@ -279,7 +278,7 @@ func incastTestbed(o incastOpts) (incastOutput, error) {
 	out := incastOutput{MTU: mtuOr1500(o.mtu), RateBps: o.rate, CPUs: runtime.NumCPU()}
 	out.Fabric = "bridge"
 	out.Setup = fmt.Sprintf("%d server namespaces and a client namespace on a Linux bridge, veth MTU %d, new connection per request", k, out.MTU)
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

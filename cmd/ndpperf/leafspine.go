@@ -18,7 +18,6 @@ import (
 	"github.com/ndpstack/ndpstack/internal/fabric"
 	"github.com/ndpstack/ndpstack/internal/sim"
 	"github.com/ndpstack/ndpstack/internal/softswitch"
-	"github.com/ndpstack/ndpstack/internal/testbed"
 	"github.com/ndpstack/ndpstack/ndp"
 	"github.com/ndpstack/ndpstack/sockapi"
 )
@@ -320,7 +319,7 @@ func leafSpineTestbed(o leafSpineOpts) (leafSpineOutput, error) {
 	}
 	out.Setup = fmt.Sprintf("MTU %d; 2 leaves x %d hosts, %d spines, every link %s b/s, emulated by one ndpswitch thread (8-packet NDP queues, 100-frame drop-tail for TCP, loop tick %v); host i sends to host i+%d; NDP embedded stacks (pull pacer at the link rate, 8 paths, IW %d, waiters spin: %s), kernel TCP cubic; receivers hash",
 		o.mtu, o.perLeaf, o.spines, formatRate(float64(o.rate)), o.switchTick, o.perLeaf, o.iw, out.NDPSpin)
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

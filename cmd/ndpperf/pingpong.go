@@ -150,7 +150,7 @@ func runPingpong(args []string) error {
 		return err
 	}
 	opts := pingpongOpts{size: *size, n: *n, warmup: *warmup, rounds: *rounds, timeout: time.Second, attach: mode}
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return err
 	}

@@ -361,7 +361,7 @@ func priorityTestbed(o priorityOpts) (priorityOutput, error) {
 	out := priorityOutput{Senders: o.senders, Size: o.size, RateBps: o.rate, Rounds: o.rounds, CPUs: runtime.NumCPU(),
 		FairMs: float64(o.fairTime().Microseconds()) / 1000, DeadlineMs: float64(o.d3Deadline().Microseconds()) / 1000,
 		Setup: fmt.Sprintf("sender namespaces and one receiver namespace per policy on a Linux bridge, embedded stacks, receivers %s polling", o.poll)}
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

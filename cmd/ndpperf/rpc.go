@@ -275,7 +275,7 @@ type rpcStacks interface {
 // rpcTestbed builds the testbed, runs every transport, removes the testbed.
 func rpcTestbed(o rpcOpts) (rpcOutput, error) {
 	var out rpcOutput
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

@@ -117,7 +117,7 @@ func scaleTestbed(o scaleOpts) (scaleOutput, error) {
 	ncpu := runtime.NumCPU()
 	out := scaleOutput{Size: o.size, Duration: o.duration.Seconds(), CPUs: ncpu,
 		Setup: fmt.Sprintf("%d CPUs; two ndpd processes on a veth pair, N queues each (queue i's core loop on CPU i mod %d in A, N+i in B, adaptive); N client apps (sockapi.Attach defaults) make new-connection %d-byte RPCs against one echo app; median of %d rounds of %v", ncpu, ncpu, o.size, o.rounds, o.duration)}
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

@@ -327,7 +327,7 @@ func throughputTestbed(o throughputOpts) (throughputOutput, error) {
 		out.Setup += "; ndp-daemon: the same transfer between applications attached to two ndpd processes (one per namespace, started for each run, each core loop pinned to its own CPU, adaptive), sockapi.Attach defaults"
 	}
 	payload, sum := throughputPayload(o.size)
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return out, err
 	}

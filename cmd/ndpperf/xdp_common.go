@@ -53,7 +53,7 @@ func cpuPair() (int, int) {
 
 // newPair builds the two-namespace veth testbed the benchmarks run over.
 func newPair() (*testbed.Testbed, *testbed.Pair, error) {
-	tb, err := testbed.New()
+	tb, err := newTestbed()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,7 +12,9 @@
 // (which destroys the veth ends inside them); use New with t.Cleanup, or
 // NewT which registers it. New also deletes namespaces of this naming scheme
 // whose process no longer exists (a test binary killed before its cleanup
-// ran), so a crashed run does not leave namespaces behind for long.
+// ran), so a crashed run does not leave namespaces behind for long. CloseAll
+// closes every open testbed of the process: ndpperf calls it when SIGINT or
+// SIGTERM ends a run.
 //
 // Work that must happen inside a namespace (binding sockets, AF_XDP socket
 // creation, attaching XDP) runs through Namespace.Do, which locks the

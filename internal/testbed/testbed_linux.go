@@ -47,7 +47,37 @@ func New() (*Testbed, error) {
 		return nil, errors.New("testbed: " + reason)
 	}
 	reapStale()
-	return &Testbed{}, nil
+	tb := &Testbed{}
+	live.mu.Lock()
+	live.set[tb] = struct{}{}
+	live.mu.Unlock()
+	return tb, nil
+}
+
+// live is every testbed of this process that is not closed yet, for CloseAll.
+var live = struct {
+	mu  sync.Mutex
+	set map[*Testbed]struct{}
+}{set: map[*Testbed]struct{}{}}
+
+// CloseAll closes every testbed of this process that is still open, as Close
+// does each, and reports the first failure. A command that builds testbeds
+// calls it when a signal ends it (ndpperf on SIGINT or SIGTERM), so nothing
+// is left for the next New's reaping.
+func CloseAll() error {
+	live.mu.Lock()
+	tbs := make([]*Testbed, 0, len(live.set))
+	for tb := range live.set {
+		tbs = append(tbs, tb)
+	}
+	live.mu.Unlock()
+	var errs []error
+	for _, tb := range tbs {
+		if err := tb.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reapStale deletes namespaces a testbed of a process that no longer
@@ -184,6 +214,9 @@ func (tb *Testbed) Close() error {
 		return nil
 	}
 	tb.closed = true
+	live.mu.Lock()
+	delete(live.set, tb)
+	live.mu.Unlock()
 	var errs []error
 	for i := len(tb.closers) - 1; i >= 0; i-- {
 		if err := tb.closers[i].Close(); err != nil {

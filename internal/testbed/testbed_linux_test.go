@@ -126,6 +126,40 @@ func TestReapStaleNamespace(t *testing.T) {
 	}
 }
 
+// CloseAll removes the namespaces of every open testbed, and only those:
+// a testbed closed before keeps its Close a no-op.
+func TestCloseAll(t *testing.T) {
+	a, b, closed := NewT(t), NewT(t), NewT(t)
+	var names []string
+	for _, tb := range []*Testbed{a, b, closed} {
+		ns, err := tb.NewNamespace()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ns.Name)
+	}
+	if err := closed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CloseAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if _, err := os.Stat("/run/netns/" + name); !os.IsNotExist(err) {
+			t.Errorf("namespace %s survived CloseAll: %v", name, err)
+		}
+	}
+	live.mu.Lock()
+	n := len(live.set)
+	live.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d testbeds still open after CloseAll", n)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close after CloseAll: %v", err)
+	}
+}
+
 // A bridge joins hosts at layer 2: kernel UDP crosses it between two
 // namespaces, and bridged frames skip iptables (when br_netfilter exists).
 func TestBridge(t *testing.T) {
